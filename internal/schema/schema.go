@@ -1,0 +1,218 @@
+// Package schema owns the outbox table contract (design.md section 3): the idempotent
+// DDL behind `relayworker migrate`, the side tables, and a start-up check that tells a
+// user in one line what is missing. Both the relay worker and the operator's status
+// reader use it, so the column names live in one place.
+package schema
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"strings"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// Statuses of the relay state machine.
+const (
+	StatusPending = "PENDING"
+	StatusSending = "SENDING"
+	StatusSent    = "SENT"
+	StatusRetry   = "RETRY"
+	StatusDead    = "DEAD"
+)
+
+// Side-table suffixes and the consumer log table name.
+const (
+	ArchiveSuffix     = "_archive"
+	ReplayAuditSuffix = "_replay_audit"
+	ConsumeTable      = "message_consume"
+)
+
+// Options for Migrate.
+type Options struct {
+	// NotifyTrigger installs a statement-level trigger that NOTIFYs the relay after
+	// plain-SQL inserts. Identical notifications in one transaction are folded by
+	// PostgreSQL, so it costs at most one NOTIFY per transaction.
+	NotifyTrigger bool
+}
+
+// Channel is the LISTEN/NOTIFY channel for table t.
+func Channel(t pgident.Table) string { return t.Name }
+
+// Migrate creates (or completes) the outbox table, its indexes and side tables. It is
+// idempotent and safe to run from several pods at once (transaction-scoped advisory
+// lock keyed on the table).
+func Migrate(ctx context.Context, db *sql.DB, t pgident.Table, opts Options) error {
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("migrate %s: begin: %w", t, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "outbox-migrate:"+t.String()); err != nil {
+		return fmt.Errorf("migrate %s: lock: %w", t, err)
+	}
+	for _, stmt := range Statements(t, opts) {
+		if _, err := tx.ExecContext(ctx, stmt); err != nil {
+			return fmt.Errorf("migrate %s: %w (statement: %s)", t, err, firstLine(stmt))
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("migrate %s: commit: %w", t, err)
+	}
+	return nil
+}
+
+// Statements returns the DDL Migrate runs, in order.
+func Statements(t pgident.Table, opts Options) []string {
+	q := t.Qualified()
+	nonTerminal := `status IN ('PENDING', 'SENDING', 'RETRY')`
+	stmts := []string{
+		`CREATE SCHEMA IF NOT EXISTS ` + pgident.Quote(t.Schema),
+		`CREATE TABLE IF NOT EXISTS ` + q + ` (
+    event_id           text        PRIMARY KEY,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL DEFAULT 1,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    status             text        NOT NULL DEFAULT 'PENDING'
+                       CHECK (status IN ('PENDING', 'SENDING', 'SENT', 'RETRY', 'DEAD')),
+    owner_token        text        NULL,
+    lease_until        timestamptz NULL,
+    retry_count        int         NOT NULL DEFAULT 0,
+    next_retry_at      timestamptz NOT NULL DEFAULT now(),
+    last_error_code    text        NULL,
+    last_error_message text        NULL,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    sent_at            timestamptz NULL,
+    updated_at         timestamptz NOT NULL DEFAULT now(),
+    broker_partition   int         NULL,
+    broker_offset      bigint      NULL
+)`,
+		// Older tables created before a column existed get it added.
+		`ALTER TABLE ` + q + ` ADD COLUMN IF NOT EXISTS broker_partition int NULL`,
+		`ALTER TABLE ` + q + ` ADD COLUMN IF NOT EXISTS broker_offset bigint NULL`,
+		// Dispatch: only the hot, non-terminal rows are indexed, so SENT/DEAD history
+		// does not slow claims down.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_dispatch_idx") + ` ON ` + q +
+			` (status, next_retry_at, created_at) WHERE ` + nonTerminal,
+		// Per-aggregate order check ("is an older version still in flight?").
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_aggregate_inflight_idx") + ` ON ` + q +
+			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + nonTerminal,
+		// One event per aggregate version; also serves as the aggregate index.
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + t.Ident("_aggregate_version_key") + ` ON ` + q +
+			` (aggregate_type, aggregate_id, aggregate_version)`,
+		// Cheap dead counts for status, and retention scans of terminal rows.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_dead_idx") + ` ON ` + q + ` (created_at) WHERE status = 'DEAD'`,
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_sent_idx") + ` ON ` + q + ` (sent_at) WHERE status = 'SENT'`,
+
+		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ArchiveSuffix).Qualified() + ` (
+    LIKE ` + q + ` INCLUDING DEFAULTS,
+    archived_at timestamptz NOT NULL DEFAULT now()
+)`,
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident(ArchiveSuffix+"_event_idx") + ` ON ` +
+			t.WithSuffix(ArchiveSuffix).Qualified() + ` (event_id)`,
+
+		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ReplayAuditSuffix).Qualified() + ` (
+    replay_id    text        PRIMARY KEY,
+    requested_by text        NOT NULL,
+    reason       text        NOT NULL,
+    selector     jsonb       NOT NULL,
+    dry_run      boolean     NOT NULL DEFAULT false,
+    phase        text        NOT NULL,
+    matched      int         NOT NULL DEFAULT 0,
+    replayed     int         NOT NULL DEFAULT 0,
+    succeeded    int         NOT NULL DEFAULT 0,
+    dead_again   int         NOT NULL DEFAULT 0,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz NULL,
+    event_ids    jsonb       NULL
+)`,
+
+		`CREATE TABLE IF NOT EXISTS ` + pgident.Quote(t.Schema) + `.` + pgident.Quote(ConsumeTable) + ` (
+    consumer_group    text        NOT NULL,
+    event_id          text        NOT NULL,
+    event_type        text        NOT NULL,
+    request_hash      text        NOT NULL,
+    status            text        NOT NULL,
+    result_ref        text        NULL,
+    retry_count       int         NOT NULL DEFAULT 0,
+    first_received_at timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer_group, event_id)
+)`,
+	}
+	if opts.NotifyTrigger {
+		fn := pgident.Quote(t.Schema) + "." + t.Ident("_notify")
+		stmts = append(stmts,
+			`CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $fn$
+BEGIN
+    PERFORM pg_notify(`+quoteLiteral(Channel(t))+`, '');
+    RETURN NULL;
+END
+$fn$`,
+			`DROP TRIGGER IF EXISTS `+t.Ident("_notify_trg")+` ON `+q,
+			`CREATE TRIGGER `+t.Ident("_notify_trg")+` AFTER INSERT ON `+q+
+				` FOR EACH STATEMENT EXECUTE FUNCTION `+fn+`()`,
+		)
+	}
+	return stmts
+}
+
+// requiredColumns are the columns the relay reads and writes.
+var requiredColumns = []string{
+	"event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
+	"event_version", "destination", "message_key", "payload", "headers", "status",
+	"owner_token", "lease_until", "retry_count", "next_retry_at", "last_error_code",
+	"last_error_message", "created_at", "sent_at", "updated_at", "broker_partition", "broker_offset",
+}
+
+// Verify checks that the outbox table exists with every column the relay needs and
+// returns one actionable error otherwise.
+func Verify(ctx context.Context, db *sql.DB, t pgident.Table) error {
+	rows, err := db.QueryContext(ctx,
+		`SELECT column_name FROM information_schema.columns WHERE table_schema = $1 AND table_name = $2`,
+		t.Schema, t.Name)
+	if err != nil {
+		return fmt.Errorf("check table %s: %w", t, err)
+	}
+	defer rows.Close()
+	have := map[string]bool{}
+	for rows.Next() {
+		var c string
+		if err := rows.Scan(&c); err != nil {
+			return fmt.Errorf("check table %s: %w", t, err)
+		}
+		have[c] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("check table %s: %w", t, err)
+	}
+	if len(have) == 0 {
+		return fmt.Errorf("outbox table %s does not exist (run `relayworker migrate`)", t)
+	}
+	var missing []string
+	for _, c := range requiredColumns {
+		if !have[c] {
+			missing = append(missing, c)
+		}
+	}
+	if len(missing) > 0 {
+		return fmt.Errorf("outbox table %s lacks columns %s (run `relayworker migrate`)", t, strings.Join(missing, ", "))
+	}
+	return nil
+}
+
+func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i] + " ..."
+	}
+	return s
+}

@@ -1,0 +1,358 @@
+// Package pgtest runs a private PostgreSQL server for tests, benchmarks and the local
+// demo: initdb into a temporary directory, a postmaster on a free loopback port, and
+// helpers to restart it or SIGKILL it for fault tests. Nothing is shared with a system
+// PostgreSQL; hack/install-postgres.sh installs the binaries when they are missing.
+package pgtest
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	_ "github.com/lib/pq" // database/sql driver "postgres"
+)
+
+// Options tune the private server.
+type Options struct {
+	// Fsync keeps PostgreSQL's fsync on. Off by default: tests kill processes, not the
+	// machine, so the OS page cache keeps committed data and runs are much faster.
+	Fsync bool
+	// MaxConnections defaults to 200.
+	MaxConnections int
+	// Logf receives the server's log location and life-cycle lines; nil discards them.
+	Logf func(format string, args ...any)
+}
+
+// Server is one private PostgreSQL instance.
+type Server struct {
+	Port int
+
+	opts    Options
+	binDir  string
+	dir     string
+	dataDir string
+	cred    *syscall.Credential
+
+	mu   sync.Mutex
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+var dbSeq atomic.Int64
+
+// Start initialises a cluster in a new temporary directory and starts it.
+func Start(opts Options) (*Server, error) {
+	if opts.MaxConnections == 0 {
+		opts.MaxConnections = 200
+	}
+	binDir, err := findBinDir()
+	if err != nil {
+		return nil, err
+	}
+	dir, err := os.MkdirTemp("", "pgtest-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: temp dir: %w", err)
+	}
+	s := &Server{opts: opts, binDir: binDir, dir: dir, dataDir: filepath.Join(dir, "data")}
+	if err := s.dropRootPrivileges(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.initdb(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if s.Port, err = freePort(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := s.start(); err != nil {
+		_ = s.Stop()
+		return nil, err
+	}
+	return s, nil
+}
+
+// DSN returns a lib/pq URL for database db as the superuser "postgres".
+func (s *Server) DSN(db string) string {
+	return fmt.Sprintf("postgres://postgres@127.0.0.1:%d/%s?sslmode=disable", s.Port, db)
+}
+
+// CreateDatabase creates a fresh, uniquely named database and returns its DSN.
+func (s *Server) CreateDatabase(ctx context.Context, prefix string) (string, error) {
+	name := fmt.Sprintf("%s_%d_%d", sanitize(prefix), os.Getpid(), dbSeq.Add(1))
+	db, err := sql.Open("postgres", s.DSN("postgres"))
+	if err != nil {
+		return "", err
+	}
+	defer db.Close()
+	if _, err := db.ExecContext(ctx, `CREATE DATABASE "`+name+`"`); err != nil {
+		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
+	}
+	return s.DSN(name), nil
+}
+
+// TB is the part of testing.TB that NewDatabase needs.
+type TB interface {
+	Helper()
+	Fatalf(format string, args ...any)
+	Name() string
+}
+
+// NewDatabase creates a database named after the test and returns its DSN; it fails
+// the test on error.
+func (s *Server) NewDatabase(t TB) string {
+	t.Helper()
+	dsn, err := s.CreateDatabase(context.Background(), t.Name())
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	return dsn
+}
+
+// Kill9 SIGKILLs the postmaster and every backend (a crash, not a shutdown) and waits
+// until they are gone. Call Restart to bring the server back with crash recovery.
+func (s *Server) Kill9() error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("pgtest: server is not running")
+	}
+	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	<-done
+	return s.waitGroupGone(cmd.Process.Pid)
+}
+
+// Restart stops the server if it runs (fast shutdown) and starts it again on the same
+// port and data directory.
+func (s *Server) Restart() error {
+	if err := s.shutdown(); err != nil {
+		return err
+	}
+	return s.start()
+}
+
+// Stop shuts the server down and removes its directory.
+func (s *Server) Stop() error {
+	err := s.shutdown()
+	if rmErr := os.RemoveAll(s.dir); rmErr != nil && err == nil {
+		err = rmErr
+	}
+	return err
+}
+
+// Running reports whether the postmaster process is alive.
+func (s *Server) Running() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.cmd != nil
+}
+
+func (s *Server) shutdown() error {
+	s.mu.Lock()
+	cmd, done := s.cmd, s.done
+	s.cmd = nil
+	s.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGINT) // "fast" shutdown: abort sessions, checkpoint
+	select {
+	case <-done:
+	case <-time.After(30 * time.Second):
+		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+		<-done
+	}
+	return s.waitGroupGone(cmd.Process.Pid)
+}
+
+func (s *Server) start() error {
+	logFile, err := os.OpenFile(filepath.Join(s.dir, "postgres.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return fmt.Errorf("pgtest: log file: %w", err)
+	}
+	fsync := "off"
+	if s.opts.Fsync {
+		fsync = "on"
+	}
+	args := []string{
+		"-D", s.dataDir,
+		"-p", strconv.Itoa(s.Port),
+		"-c", "listen_addresses=127.0.0.1",
+		"-c", "unix_socket_directories=",
+		"-c", "fsync=" + fsync,
+		"-c", "full_page_writes=" + fsync,
+		"-c", "max_connections=" + strconv.Itoa(s.opts.MaxConnections),
+		"-c", "shared_buffers=128MB",
+		"-c", "log_min_messages=warning",
+	}
+	cmd := exec.Command(filepath.Join(s.binDir, "postgres"), args...)
+	cmd.Stdout, cmd.Stderr = logFile, logFile
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Credential: s.cred}
+	if err := cmd.Start(); err != nil {
+		logFile.Close()
+		return fmt.Errorf("pgtest: start postgres: %w", err)
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); logFile.Close(); close(done) }()
+	s.mu.Lock()
+	s.cmd, s.done = cmd, done
+	s.mu.Unlock()
+	s.logf("pgtest: postgres pid %d on 127.0.0.1:%d, log %s", cmd.Process.Pid, s.Port, logFile.Name())
+	return s.waitReady(done)
+}
+
+func (s *Server) waitReady(done <-chan struct{}) error {
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		select {
+		case <-done:
+			return fmt.Errorf("pgtest: postgres exited during start-up; see %s", filepath.Join(s.dir, "postgres.log"))
+		default:
+		}
+		db, err := sql.Open("postgres", s.DSN("postgres"))
+		if err == nil {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			err = db.PingContext(ctx)
+			cancel()
+			db.Close()
+			if err == nil {
+				return nil
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("pgtest: postgres not ready after 60s; see %s", filepath.Join(s.dir, "postgres.log"))
+}
+
+// waitGroupGone waits until no process of the postmaster's group is left, so a
+// restart does not trip over shared memory still attached by a dying backend.
+func (s *Server) waitGroupGone(pgid int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := syscall.Kill(-pgid, 0); errors.Is(err, syscall.ESRCH) {
+			return nil
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	return fmt.Errorf("pgtest: postgres processes of group %d still alive after 30s", pgid)
+}
+
+func (s *Server) initdb() error {
+	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
+		return err
+	}
+	if s.cred != nil {
+		for _, p := range []string{s.dir, s.dataDir} {
+			if err := os.Chown(p, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
+				return fmt.Errorf("pgtest: chown %s: %w", p, err)
+			}
+		}
+	}
+	cmd := exec.Command(filepath.Join(s.binDir, "initdb"), "-D", s.dataDir, "-U", "postgres",
+		"--auth=trust", "--encoding=UTF8", "--locale=C", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: s.cred}
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("pgtest: initdb: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	return nil
+}
+
+// dropRootPrivileges: initdb and postgres refuse to run as root, so when the tests run
+// as root the server runs as the "postgres" system user (created by the Debian package).
+func (s *Server) dropRootPrivileges() error {
+	if os.Geteuid() != 0 {
+		return nil
+	}
+	u, err := user.Lookup("postgres")
+	if err != nil {
+		return fmt.Errorf("pgtest: running as root needs the 'postgres' system user (run hack/install-postgres.sh): %w", err)
+	}
+	uid, _ := strconv.Atoi(u.Uid)
+	gid, _ := strconv.Atoi(u.Gid)
+	s.cred = &syscall.Credential{Uid: uint32(uid), Gid: uint32(gid)}
+	return nil
+}
+
+func (s *Server) logf(format string, args ...any) {
+	if s.opts.Logf != nil {
+		s.opts.Logf(format, args...)
+	}
+}
+
+// findBinDir locates initdb and postgres: $PG_BINDIR, pg_config --bindir, the newest
+// /usr/lib/postgresql/*/bin, then $PATH.
+func findBinDir() (string, error) {
+	var candidates []string
+	if d := os.Getenv("PG_BINDIR"); d != "" {
+		candidates = append(candidates, d)
+	}
+	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
+		candidates = append(candidates, strings.TrimSpace(string(out)))
+	}
+	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
+	sort.Slice(versions, func(i, j int) bool { return versionOf(versions[i]) > versionOf(versions[j]) })
+	candidates = append(candidates, versions...)
+	if p, err := exec.LookPath("postgres"); err == nil {
+		candidates = append(candidates, filepath.Dir(p))
+	}
+	for _, d := range candidates {
+		if isExec(filepath.Join(d, "postgres")) && isExec(filepath.Join(d, "initdb")) {
+			return d, nil
+		}
+	}
+	return "", errors.New("pgtest: PostgreSQL server binaries (initdb, postgres) not found; run hack/install-postgres.sh or set PG_BINDIR")
+}
+
+func versionOf(binDir string) int {
+	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
+	return v
+}
+
+func isExec(p string) bool {
+	fi, err := os.Stat(p)
+	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
+}
+
+func freePort() (int, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: free port: %w", err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+func sanitize(s string) string {
+	var b strings.Builder
+	for _, r := range strings.ToLower(s) {
+		if (r >= 'a' && r <= 'z') || (r >= '0' && r <= '9') {
+			b.WriteRune(r)
+		} else {
+			b.WriteRune('_')
+		}
+		if b.Len() >= 30 {
+			break
+		}
+	}
+	if b.Len() == 0 {
+		return "db"
+	}
+	return b.String()
+}
