@@ -11,7 +11,13 @@ ETCD_VERSION=${ETCD_VERSION:-3.6.16}
 
 root=$(cd "$(dirname "$0")/.." && pwd)
 out=${ENVTEST_ASSETS_DIR:-$root/bin/k8s}
-mkdir -p "$out"
+# Built binaries are also cached outside the checkout, so a fresh clone on the same
+# machine (CI runs on one) links them instead of rebuilding for minutes.
+cache=${OUTBOX_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/outbox-operator}/envtest-k8s$K8S_VERSION-etcd$ETCD_VERSION
+mkdir -p "$out" "$cache"
+for b in kube-apiserver etcd; do
+  if [ ! -x "$out/$b" ] && [ -x "$cache/$b" ]; then cp "$cache/$b" "$out/$b"; fi
+done
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
@@ -72,6 +78,9 @@ GO
 
 [ -x "$out/etcd" ] || { echo "building etcd v$ETCD_VERSION into $out" >&2; build_etcd; }
 [ -x "$out/kube-apiserver" ] || { echo "building kube-apiserver v$K8S_VERSION into $out (about 9 minutes)" >&2; build_apiserver; }
+for b in kube-apiserver etcd; do
+  [ -x "$cache/$b" ] || cp "$out/$b" "$cache/$b"
+done
 if [ ! -x "$out/kubectl" ]; then
   if command -v kubectl >/dev/null 2>&1; then ln -sf "$(command -v kubectl)" "$out/kubectl"; fi
 fi
