@@ -1,0 +1,144 @@
+// Package relaytest holds helpers shared by the relay's integration tests and the
+// benchmark: a private PostgreSQL per test binary, fresh migrated databases, event
+// inserts and an Eventually-style poll.
+package relaytest
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
+)
+
+// PG is the package's private server, set by Main.
+var PG *pgtest.Server
+
+// Main starts one private PostgreSQL for the test binary, runs the tests, stops it.
+func Main(m *testing.M) {
+	srv, err := pgtest.Start(pgtest.Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "relaytest:", err)
+		os.Exit(1)
+	}
+	PG = srv
+	code := m.Run()
+	_ = srv.Stop()
+	os.Exit(code)
+}
+
+// DefaultTable is public.outbox_event.
+var DefaultTable = pgident.Table{Schema: "public", Name: "outbox_event"}
+
+// NewDB creates a database, migrates the default outbox table into it and returns the
+// DSN and an open handle (closed at test end).
+func NewDB(t testing.TB) (string, *sql.DB) {
+	t.Helper()
+	dsn := PG.NewDatabase(t)
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	if err := schema.Migrate(context.Background(), db, DefaultTable, schema.Options{}); err != nil {
+		t.Fatal(err)
+	}
+	return dsn, db
+}
+
+// Ev is a compact event for tests.
+type Ev struct {
+	ID, AggType, AggID string
+	Version            int64
+	Topic              string
+	Payload            string // JSON; default {"n":1}
+	Headers            *string
+}
+
+// Insert inserts events with plain SQL (one transaction).
+func Insert(t testing.TB, db *sql.DB, evs ...Ev) {
+	t.Helper()
+	if err := InsertErr(db, evs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// InsertErr is Insert returning the error.
+func InsertErr(db *sql.DB, evs ...Ev) error {
+	if len(evs) == 0 {
+		return nil
+	}
+	var sb strings.Builder
+	sb.WriteString(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, destination, message_key, payload, headers) VALUES `)
+	args := make([]any, 0, len(evs)*8)
+	for i, e := range evs {
+		if i > 0 {
+			sb.WriteString(",")
+		}
+		n := len(args)
+		fmt.Fprintf(&sb, "($%d,$%d,$%d,$%d,'test.event',$%d,$%d,$%d::jsonb,$%d::jsonb)", n+1, n+2, n+3, n+4, n+5, n+3, n+6, n+7)
+		if e.AggType == "" {
+			e.AggType = "order"
+		}
+		if e.Payload == "" {
+			e.Payload = `{"n":1}`
+		}
+		var h any
+		if e.Headers != nil {
+			h = *e.Headers
+		}
+		args = append(args, e.ID, e.AggType, e.AggID, e.Version, e.Topic, e.Payload, h)
+	}
+	_, err := db.Exec(sb.String(), args...)
+	return err
+}
+
+// Many builds n events with distinct aggregates on topic.
+func Many(prefix, topic string, n int) []Ev {
+	out := make([]Ev, n)
+	for i := range out {
+		out[i] = Ev{ID: fmt.Sprintf("%s-%d", prefix, i), AggID: fmt.Sprintf("%s-agg-%d", prefix, i), Version: 1, Topic: topic}
+	}
+	return out
+}
+
+// Eventually polls cond every 20ms until it returns true or timeout passes.
+func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		if cond() {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", timeout, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// CountStatus returns the number of rows per status.
+func CountStatus(t testing.TB, db *sql.DB) map[string]int {
+	t.Helper()
+	rows, err := db.Query(`SELECT status, count(*) FROM public.outbox_event GROUP BY status`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	m := map[string]int{}
+	for rows.Next() {
+		var s string
+		var n int
+		if err := rows.Scan(&s, &n); err != nil {
+			t.Fatal(err)
+		}
+		m[s] = n
+	}
+	return m
+}

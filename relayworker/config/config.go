@@ -1,0 +1,308 @@
+// Package config parses and validates the relayworker command line and environment
+// (docs/worker-contract.md). It never exits the process: every problem is returned as
+// one error whose text names the flag or variable at fault.
+package config
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// ErrHelp is returned when -h/--help was asked for.
+var ErrHelp = flag.ErrHelp
+
+// Common holds the flags every subcommand shares.
+type Common struct {
+	DSN      string
+	Schema   string
+	Table    string
+	Pipeline string
+	LogLevel string
+
+	// T is the validated, quotable outbox table.
+	T pgident.Table
+}
+
+// Migrate is the configuration of `relayworker migrate`.
+type Migrate struct {
+	Common
+	NotifyTrigger bool
+}
+
+// Relay is the configuration of `relayworker relay`.
+type Relay struct {
+	Common
+	Brokers           []string
+	BatchSize         int
+	Lease             time.Duration
+	PollInterval      time.Duration
+	MaxAttempts       int
+	MinBackoff        time.Duration
+	MaxBackoff        time.Duration
+	UnknownTopicGrace time.Duration
+	WorkerID          string
+	MetricsAddr       string
+	HealthAddr        string
+
+	KafkaTLS           bool
+	KafkaTLSCAFile     string
+	KafkaSASLMechanism string
+	KafkaSASLUsername  string
+	KafkaSASLPassword  string
+
+	brokersRaw string
+}
+
+// Getenv looks an environment variable up; os.LookupEnv in production, a map in tests.
+type Getenv func(string) (string, bool)
+
+// binder registers a flag whose default comes from an environment variable.
+type binder struct {
+	fs     *flag.FlagSet
+	getenv Getenv
+	errs   []error
+}
+
+func (b *binder) str(p *string, name, env, def, usage string) {
+	if v, ok := b.getenv(env); ok {
+		def = v
+	}
+	b.fs.StringVar(p, name, def, usage+" (env "+env+")")
+}
+
+func (b *binder) boolean(p *bool, name, env string, def bool, usage string) {
+	if v, ok := b.getenv(env); ok && v != "" {
+		parsed, err := strconv.ParseBool(v)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q is not a boolean", env, v))
+		} else {
+			def = parsed
+		}
+	}
+	b.fs.BoolVar(p, name, def, usage+" (env "+env+")")
+}
+
+func (b *binder) integer(p *int, name, env string, def int, usage string) {
+	if v, ok := b.getenv(env); ok && v != "" {
+		parsed, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q is not an integer", env, v))
+		} else {
+			def = parsed
+		}
+	}
+	b.fs.IntVar(p, name, def, usage+" (env "+env+")")
+}
+
+func (b *binder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
+	if v, ok := b.getenv(env); ok && v != "" {
+		parsed, err := time.ParseDuration(strings.TrimSpace(v))
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q is not a duration (e.g. 30s)", env, v))
+		} else {
+			def = parsed
+		}
+	}
+	b.fs.DurationVar(p, name, def, usage+" (env "+env+")")
+}
+
+func newBinder(cmd string, getenv Getenv) *binder {
+	fs := flag.NewFlagSet("relayworker "+cmd, flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	if getenv == nil {
+		getenv = os.LookupEnv
+	}
+	return &binder{fs: fs, getenv: getenv}
+}
+
+func (b *binder) common(c *Common) {
+	b.str(&c.DSN, "dsn", "OUTBOX_DSN", "", "lib/pq DSN of the primary (never logged)")
+	b.str(&c.Schema, "schema", "OUTBOX_SCHEMA", "public", "schema of the outbox table")
+	b.str(&c.Table, "table", "OUTBOX_TABLE", "outbox_event", "outbox table name")
+	b.str(&c.Pipeline, "pipeline", "RELAY_PIPELINE", "", "pipeline name for logs and metrics")
+	b.str(&c.LogLevel, "log-level", "RELAY_LOG_LEVEL", "info", "debug, info or error")
+}
+
+func (b *binder) parse(args []string) error {
+	if err := b.fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return ErrHelp
+		}
+		return err
+	}
+	if len(b.errs) > 0 {
+		return b.errs[0]
+	}
+	if b.fs.NArg() > 0 {
+		return fmt.Errorf("unexpected argument %q", b.fs.Arg(0))
+	}
+	return nil
+}
+
+func (c *Common) validate() error {
+	if strings.TrimSpace(c.DSN) == "" {
+		return errors.New("--dsn (OUTBOX_DSN) is required")
+	}
+	t, err := pgident.NewTable(c.Schema, c.Table)
+	if err != nil {
+		return fmt.Errorf("--schema/--table: %w", err)
+	}
+	c.T = t
+	switch c.LogLevel {
+	case "debug", "info", "error":
+	default:
+		return fmt.Errorf("--log-level (RELAY_LOG_LEVEL) %q must be debug, info or error", c.LogLevel)
+	}
+	return nil
+}
+
+// Usage returns the flag summary for a subcommand.
+func Usage(cmd string) string {
+	b := newBinder(cmd, func(string) (string, bool) { return "", false })
+	switch cmd {
+	case "migrate":
+		var m Migrate
+		bindMigrate(b, &m)
+	case "relay":
+		var r Relay
+		bindRelay(b, &r)
+	}
+	var sb strings.Builder
+	b.fs.SetOutput(&sb)
+	b.fs.PrintDefaults()
+	return sb.String()
+}
+
+func bindMigrate(b *binder, m *Migrate) {
+	b.common(&m.Common)
+	b.boolean(&m.NotifyTrigger, "notify-trigger", "OUTBOX_NOTIFY_TRIGGER", false, "install a statement-level NOTIFY trigger for plain-SQL producers")
+}
+
+// ParseMigrate parses `relayworker migrate` arguments.
+func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
+	b := newBinder("migrate", getenv)
+	m := &Migrate{}
+	bindMigrate(b, m)
+	if err := b.parse(args); err != nil {
+		return nil, err
+	}
+	if err := m.validate(); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+func bindRelay(b *binder, r *Relay) {
+	b.common(&r.Common)
+	b.str(&r.brokersRaw, "brokers", "KAFKA_BROKERS", "", "comma-separated host:port list")
+	b.integer(&r.BatchSize, "batch-size", "RELAY_BATCH_SIZE", 500, "rows claimed per transaction (1..10000)")
+	b.duration(&r.Lease, "lease", "RELAY_LEASE", 30*time.Second, "lease per claimed batch")
+	b.duration(&r.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", time.Second, "polling safety net")
+	b.integer(&r.MaxAttempts, "max-attempts", "RELAY_MAX_ATTEMPTS", 12, "attempts before a row goes DEAD")
+	b.duration(&r.MinBackoff, "min-backoff", "RELAY_MIN_BACKOFF", 500*time.Millisecond, "first retry delay")
+	b.duration(&r.MaxBackoff, "max-backoff", "RELAY_MAX_BACKOFF", 5*time.Minute, "cap of the retry delay")
+	b.duration(&r.UnknownTopicGrace, "unknown-topic-grace", "RELAY_UNKNOWN_TOPIC_GRACE", 5*time.Minute, "how long a missing topic is retried before DEAD")
+	host, _ := os.Hostname()
+	b.str(&r.WorkerID, "worker-id", "RELAY_WORKER_ID", host, "identity in owner tokens and logs")
+	b.str(&r.MetricsAddr, "metrics-addr", "RELAY_METRICS_ADDR", ":8080", "Prometheus /metrics listen address (empty: off)")
+	b.str(&r.HealthAddr, "health-addr", "RELAY_HEALTH_ADDR", ":8081", "/healthz and /readyz listen address (empty: off)")
+	b.boolean(&r.KafkaTLS, "kafka-tls", "KAFKA_TLS", false, "use TLS to the brokers")
+	b.str(&r.KafkaTLSCAFile, "kafka-tls-ca-file", "KAFKA_TLS_CA_FILE", "", "PEM CA bundle")
+	b.str(&r.KafkaSASLMechanism, "kafka-sasl-mechanism", "KAFKA_SASL_MECHANISM", "", "plain, scram-sha-256 or scram-sha-512")
+	b.str(&r.KafkaSASLUsername, "kafka-sasl-username", "KAFKA_SASL_USERNAME", "", "SASL user")
+	b.str(&r.KafkaSASLPassword, "kafka-sasl-password", "KAFKA_SASL_PASSWORD", "", "SASL password (never logged)")
+}
+
+// ParseRelay parses `relayworker relay` arguments.
+func ParseRelay(args []string, getenv Getenv) (*Relay, error) {
+	b := newBinder("relay", getenv)
+	r := &Relay{}
+	bindRelay(b, r)
+	if err := b.parse(args); err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+// ParseBrokers splits and checks a host:port list.
+func ParseBrokers(s string) ([]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, errors.New("--brokers (KAFKA_BROKERS) is required")
+	}
+	var out []string
+	for _, part := range strings.Split(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			return nil, fmt.Errorf("--brokers (KAFKA_BROKERS) %q has an empty entry", s)
+		}
+		host, port, err := net.SplitHostPort(part)
+		if err != nil || host == "" {
+			return nil, fmt.Errorf("--brokers (KAFKA_BROKERS) entry %q is not host:port", part)
+		}
+		p, err := strconv.Atoi(port)
+		if err != nil || p < 1 || p > 65535 {
+			return nil, fmt.Errorf("--brokers (KAFKA_BROKERS) entry %q has an invalid port", part)
+		}
+		out = append(out, part)
+	}
+	return out, nil
+}
+
+func (r *Relay) validate() error {
+	if err := r.Common.validate(); err != nil {
+		return err
+	}
+	brokers, err := ParseBrokers(r.brokersRaw)
+	if err != nil {
+		return err
+	}
+	r.Brokers = brokers
+	switch {
+	case r.BatchSize < 1 || r.BatchSize > 10000:
+		return fmt.Errorf("--batch-size (RELAY_BATCH_SIZE) %d must be between 1 and 10000", r.BatchSize)
+	case r.PollInterval <= 0:
+		return fmt.Errorf("--poll-interval (RELAY_POLL_INTERVAL) %s must be positive", r.PollInterval)
+	case r.Lease <= r.PollInterval:
+		return fmt.Errorf("--lease (RELAY_LEASE) %s must exceed --poll-interval %s", r.Lease, r.PollInterval)
+	case r.Lease < time.Second:
+		return fmt.Errorf("--lease (RELAY_LEASE) %s must be at least 1s", r.Lease)
+	case r.MaxAttempts < 1:
+		return fmt.Errorf("--max-attempts (RELAY_MAX_ATTEMPTS) %d must be at least 1", r.MaxAttempts)
+	case r.MinBackoff <= 0:
+		return fmt.Errorf("--min-backoff (RELAY_MIN_BACKOFF) %s must be positive", r.MinBackoff)
+	case r.MaxBackoff < r.MinBackoff:
+		return fmt.Errorf("--max-backoff (RELAY_MAX_BACKOFF) %s must be at least --min-backoff %s", r.MaxBackoff, r.MinBackoff)
+	case r.UnknownTopicGrace < 0:
+		return fmt.Errorf("--unknown-topic-grace (RELAY_UNKNOWN_TOPIC_GRACE) %s must not be negative", r.UnknownTopicGrace)
+	case strings.TrimSpace(r.WorkerID) == "":
+		return errors.New("--worker-id (RELAY_WORKER_ID) is empty and the hostname is unknown")
+	}
+	switch strings.ToLower(r.KafkaSASLMechanism) {
+	case "":
+	case "plain", "scram-sha-256", "scram-sha-512":
+		r.KafkaSASLMechanism = strings.ToLower(r.KafkaSASLMechanism)
+		if r.KafkaSASLUsername == "" {
+			return errors.New("--kafka-sasl-username (KAFKA_SASL_USERNAME) is required with --kafka-sasl-mechanism")
+		}
+	default:
+		return fmt.Errorf("--kafka-sasl-mechanism (KAFKA_SASL_MECHANISM) %q must be plain, scram-sha-256 or scram-sha-512", r.KafkaSASLMechanism)
+	}
+	if r.KafkaTLSCAFile != "" {
+		if _, err := os.Stat(r.KafkaTLSCAFile); err != nil {
+			return fmt.Errorf("--kafka-tls-ca-file (KAFKA_TLS_CA_FILE): %v", err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,366 @@
+// Package store holds every SQL statement the relay runs against the outbox table:
+// the batched claim, the owner-fenced marks, lease release, the cheap backlog gauges
+// and the hot-standby probe. Table names only ever come from a validated
+// pgident.Table; lease arithmetic only ever uses the database clock (now()).
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// Row is one claimed outbox event.
+type Row struct {
+	EventID          string
+	AggregateType    string
+	AggregateID      string
+	AggregateVersion int64
+	EventType        string
+	EventVersion     int
+	Destination      string
+	MessageKey       string
+	Payload          []byte // jsonb text or raw bytea
+	Headers          []byte // raw jsonb text; nil when SQL NULL
+	RetryCount       int
+	CreatedAt        time.Time
+	// Expired is true when the row was taken over from an expired SENDING lease.
+	Expired bool
+}
+
+// Sent is one successful publish to record.
+type Sent struct {
+	EventID   string
+	Partition int32 // -1 when unknown
+	Offset    int64 // -1 when unknown
+}
+
+// Failure is one failed publish to record as RETRY (or DEAD when attempts are used
+// up) or directly as DEAD.
+type Failure struct {
+	EventID string
+	Code    string
+	Message string
+	Delay   time.Duration // RETRY only: backoff before the next attempt
+}
+
+// Store runs the relay's statements. It is safe for concurrent use.
+type Store struct {
+	db *sql.DB
+	t  pgident.Table
+
+	claim, sent, retry, dead, release, stats *sql.Stmt
+
+	// Statements counts statements sent to PostgreSQL (benchmarks report it per event).
+	Statements atomic.Int64
+}
+
+// MaxErrorMessage bounds last_error_message so a huge broker error does not bloat rows.
+const MaxErrorMessage = 1000
+
+// New prepares the statements for table t.
+func New(ctx context.Context, db *sql.DB, t pgident.Table) (*Store, error) {
+	s := &Store{db: db, t: t}
+	prep := func(dst **sql.Stmt, q string) error {
+		st, err := db.PrepareContext(ctx, q)
+		if err != nil {
+			return fmt.Errorf("prepare statement on %s: %w", t, err)
+		}
+		*dst = st
+		return nil
+	}
+	for _, p := range []struct {
+		dst **sql.Stmt
+		q   string
+	}{
+		{&s.claim, ClaimSQL(t)},
+		{&s.sent, markSentSQL(t)},
+		{&s.retry, markRetrySQL(t)},
+		{&s.dead, markDeadSQL(t)},
+		{&s.release, releaseSQL(t)},
+		{&s.stats, statsSQL(t)},
+	} {
+		if err := prep(p.dst, p.q); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// Close releases the prepared statements.
+func (s *Store) Close() {
+	for _, st := range []*sql.Stmt{s.claim, s.sent, s.retry, s.dead, s.release, s.stats} {
+		if st != nil {
+			_ = st.Close()
+		}
+	}
+}
+
+const nonTerminal = `('PENDING', 'SENDING', 'RETRY')`
+
+// ClaimSQL is the one-statement claim. Claimable rows are PENDING/RETRY rows whose
+// next_retry_at has come and SENDING rows whose lease expired: a claim sets
+// next_retry_at = lease_until, so "claimable" is uniformly
+// `status IN (non-terminal) AND next_retry_at <= now()` on the database clock.
+//
+// Order per aggregate: a row is only claimed when no older version of its aggregate is
+// non-terminal, unless that older version is claimed by this very statement (then the
+// relay publishes both in version order in one write). Rows are locked with
+// SKIP LOCKED, so a concurrent claimer skips them instead of waiting; a newer version
+// whose older version another worker has locked or owns is left alone.
+//
+// Expired leases, RETRY and PENDING rows are taken from three ordered index scans so
+// a large PENDING backlog cannot starve retries and take-overs; each scan stops after
+// the batch is full.
+func ClaimSQL(t pgident.Table) string {
+	q := t.Qualified()
+	free := `NOT EXISTS (SELECT 1 FROM ` + q + ` p
+        WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id
+          AND p.aggregate_version < o.aggregate_version
+          AND p.status IN ` + nonTerminal + ` AND p.next_retry_at > now())`
+	scan := func(status, limit string) string {
+		return `SELECT o.event_id FROM ` + q + ` o
+    WHERE o.status = '` + status + `' AND o.next_retry_at <= now() AND ` + free + `
+    ORDER BY o.next_retry_at, o.created_at
+    LIMIT ` + limit + `
+    FOR UPDATE SKIP LOCKED`
+	}
+	return `WITH exp AS (
+    ` + scan("SENDING", "$2") + `
+), ret AS (
+    ` + scan("RETRY", "($2 - (SELECT count(*) FROM exp))") + `
+), pen AS (
+    ` + scan("PENDING", "($2 - (SELECT count(*) FROM exp) - (SELECT count(*) FROM ret))") + `
+), cand AS (
+    SELECT event_id FROM exp UNION ALL SELECT event_id FROM ret UNION ALL SELECT event_id FROM pen
+), ok AS (
+    SELECT o.event_id, o.status = 'SENDING' AS expired
+    FROM ` + q + ` o JOIN cand c ON c.event_id = o.event_id
+    WHERE NOT EXISTS (SELECT 1 FROM ` + q + ` p
+        WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id
+          AND p.aggregate_version < o.aggregate_version
+          AND p.status IN ` + nonTerminal + `
+          AND p.event_id NOT IN (SELECT event_id FROM cand))
+)
+UPDATE ` + q + ` t
+SET status = 'SENDING', owner_token = $1,
+    lease_until = now() + $3::interval, next_retry_at = now() + $3::interval,
+    updated_at = now()
+FROM ok
+WHERE t.event_id = ok.event_id
+RETURNING t.event_id, t.aggregate_type, t.aggregate_id, t.aggregate_version, t.event_type,
+    t.event_version, t.destination, t.message_key, t.payload, t.headers, t.retry_count,
+    t.created_at, ok.expired`
+}
+
+func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
+
+// Claim claims up to n rows for owner token for the lease duration (database clock).
+func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Duration) ([]Row, error) {
+	s.Statements.Add(1)
+	rows, err := s.claim.QueryContext(ctx, token, n, interval(lease))
+	if err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	defer rows.Close()
+	out := make([]Row, 0, n)
+	for rows.Next() {
+		var r Row
+		if err := rows.Scan(&r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion,
+			&r.EventType, &r.EventVersion, &r.Destination, &r.MessageKey, &r.Payload, &r.Headers,
+			&r.RetryCount, &r.CreatedAt, &r.Expired); err != nil {
+			return nil, fmt.Errorf("claim: scan: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("claim: %w", err)
+	}
+	return out, nil
+}
+
+func markSentSQL(t pgident.Table) string {
+	q := t.Qualified()
+	return `UPDATE ` + q + ` t
+SET status = 'SENT', sent_at = now(), updated_at = now(), lease_until = NULL,
+    broker_partition = NULLIF(u.p, -1), broker_offset = NULLIF(u.o, -1),
+    last_error_code = NULL, last_error_message = NULL
+FROM unnest($2::text[], $3::int[], $4::bigint[]) AS u(id, p, o)
+WHERE t.event_id = u.id AND t.owner_token = $1 AND t.status = 'SENDING'`
+}
+
+// MarkSent records successful publishes, fenced by owner token: rows taken over by
+// another worker are left alone. It returns how many rows changed.
+func (s *Store) MarkSent(ctx context.Context, token string, sent []Sent) (int64, error) {
+	if len(sent) == 0 {
+		return 0, nil
+	}
+	ids := make([]string, len(sent))
+	parts := make([]int64, len(sent))
+	offs := make([]int64, len(sent))
+	for i, x := range sent {
+		ids[i], parts[i], offs[i] = x.EventID, int64(x.Partition), x.Offset
+	}
+	s.Statements.Add(1)
+	res, err := s.sent.ExecContext(ctx, token, pq.Array(ids), pq.Array(parts), pq.Array(offs))
+	if err != nil {
+		return 0, fmt.Errorf("mark sent: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+// CodeMaxAttempts is stored when a row runs out of attempts; the last real error code
+// is kept at the start of last_error_message.
+const CodeMaxAttempts = "MAX_ATTEMPTS"
+
+func markRetrySQL(t pgident.Table) string {
+	q := t.Qualified()
+	return `UPDATE ` + q + ` t
+SET status = CASE WHEN t.retry_count + 1 >= $2 THEN 'DEAD' ELSE 'RETRY' END,
+    retry_count = t.retry_count + 1,
+    next_retry_at = now() + u.delay_ms * interval '1 millisecond',
+    last_error_code = CASE WHEN t.retry_count + 1 >= $2 THEN '` + CodeMaxAttempts + `' ELSE u.code END,
+    last_error_message = CASE WHEN t.retry_count + 1 >= $2 THEN u.code || ': ' || u.msg ELSE u.msg END,
+    lease_until = NULL, updated_at = now()
+FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS u(id, code, msg, delay_ms)
+WHERE t.event_id = u.id AND t.owner_token = $1 AND t.status = 'SENDING'
+RETURNING t.event_id, t.status`
+}
+
+// MarkRetry records failed attempts (fenced by owner token). A row whose attempts are
+// used up (retry_count reaches maxAttempts) goes DEAD with code MAX_ATTEMPTS. It
+// returns the ids that went DEAD and the number of rows changed.
+func (s *Store) MarkRetry(ctx context.Context, token string, maxAttempts int, fs []Failure) (dead []string, n int64, err error) {
+	if len(fs) == 0 {
+		return nil, 0, nil
+	}
+	ids, codes, msgs := split(fs)
+	delays := make([]int64, len(fs))
+	for i, f := range fs {
+		delays[i] = f.Delay.Milliseconds()
+	}
+	s.Statements.Add(1)
+	rows, err := s.retry.QueryContext(ctx, token, maxAttempts, pq.Array(ids), pq.Array(codes), pq.Array(msgs), pq.Array(delays))
+	if err != nil {
+		return nil, 0, fmt.Errorf("mark retry: %w", err)
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var id, st string
+		if err := rows.Scan(&id, &st); err != nil {
+			return nil, 0, fmt.Errorf("mark retry: %w", err)
+		}
+		n++
+		if st == "DEAD" {
+			dead = append(dead, id)
+		}
+	}
+	return dead, n, rows.Err()
+}
+
+func markDeadSQL(t pgident.Table) string {
+	q := t.Qualified()
+	return `UPDATE ` + q + ` t
+SET status = 'DEAD', last_error_code = u.code, last_error_message = u.msg,
+    retry_count = t.retry_count + 1, lease_until = NULL, updated_at = now()
+FROM unnest($2::text[], $3::text[], $4::text[]) AS u(id, code, msg)
+WHERE t.event_id = u.id AND t.owner_token = $1 AND t.status = 'SENDING'`
+}
+
+// MarkDead records permanent failures (fenced by owner token).
+func (s *Store) MarkDead(ctx context.Context, token string, fs []Failure) (int64, error) {
+	if len(fs) == 0 {
+		return 0, nil
+	}
+	ids, codes, msgs := split(fs)
+	s.Statements.Add(1)
+	res, err := s.dead.ExecContext(ctx, token, pq.Array(ids), pq.Array(codes), pq.Array(msgs))
+	if err != nil {
+		return 0, fmt.Errorf("mark dead: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+func releaseSQL(t pgident.Table) string {
+	q := t.Qualified()
+	return `UPDATE ` + q + ` t
+SET status = CASE WHEN t.retry_count = 0 THEN 'PENDING' ELSE 'RETRY' END,
+    owner_token = NULL, lease_until = NULL, next_retry_at = now(), updated_at = now()
+WHERE t.event_id = ANY($2::text[]) AND t.owner_token = $1 AND t.status = 'SENDING'`
+}
+
+// Release hands unpublished claimed rows back (graceful shutdown, lease guard) so
+// another worker can take them at once instead of waiting for the lease to expire.
+func (s *Store) Release(ctx context.Context, token string, ids []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	s.Statements.Add(1)
+	res, err := s.release.ExecContext(ctx, token, pq.Array(ids))
+	if err != nil {
+		return 0, fmt.Errorf("release leases: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+func statsSQL(t pgident.Table) string {
+	return `SELECT count(*), COALESCE(EXTRACT(EPOCH FROM now() - min(created_at)), 0)::float8
+FROM ` + t.Qualified() + ` WHERE status IN ` + nonTerminal
+}
+
+// Backlog returns the number of non-terminal rows and the age of the oldest one
+// (database clock), for the pending gauges.
+func (s *Store) Backlog(ctx context.Context) (count int64, oldest time.Duration, err error) {
+	var secs float64
+	if err := s.stats.QueryRowContext(ctx).Scan(&count, &secs); err != nil {
+		return 0, 0, fmt.Errorf("backlog: %w", err)
+	}
+	return count, time.Duration(secs * float64(time.Second)), nil
+}
+
+// ErrHotStandby is returned by CheckPrimary on a server in recovery.
+var ErrHotStandby = errors.New("database is a hot standby (pg_is_in_recovery() = true): the relay needs the primary")
+
+// InRecovery reports pg_is_in_recovery().
+func InRecovery(ctx context.Context, db *sql.DB) (bool, error) {
+	var rec bool
+	if err := db.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec); err != nil {
+		return false, fmt.Errorf("check pg_is_in_recovery(): %w", err)
+	}
+	return rec, nil
+}
+
+// PayloadType returns the SQL type of the payload column ("jsonb", "bytea", ...).
+func PayloadType(ctx context.Context, db *sql.DB, t pgident.Table) (string, error) {
+	var typ string
+	err := db.QueryRowContext(ctx, `SELECT data_type FROM information_schema.columns
+WHERE table_schema = $1 AND table_name = $2 AND column_name = 'payload'`, t.Schema, t.Name).Scan(&typ)
+	if err != nil {
+		return "", fmt.Errorf("payload column of %s: %w", t, err)
+	}
+	return typ, nil
+}
+
+func split(fs []Failure) (ids, codes, msgs []string) {
+	ids = make([]string, len(fs))
+	codes = make([]string, len(fs))
+	msgs = make([]string, len(fs))
+	for i, f := range fs {
+		ids[i], codes[i] = f.EventID, f.Code
+		m := f.Message
+		if len(m) > MaxErrorMessage {
+			m = strings.ToValidUTF8(m[:MaxErrorMessage], "")
+		}
+		msgs[i] = m
+	}
+	return
+}
