@@ -1,0 +1,114 @@
+/*
+Copyright 2026 The outbox-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package v1alpha1
+
+import (
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Defaults mirrored from the +kubebuilder:default markers. The API server applies the
+// markers; these let Go code (controllers, tests) treat an object that never went
+// through the API server the same way.
+const (
+	DefaultSchema                    = "public"
+	DefaultTable                     = "outbox_event"
+	DefaultReplicas            int32 = 2
+	DefaultBatchSize           int32 = 500
+	DefaultLease                     = 30 * time.Second
+	DefaultPollInterval              = time.Second
+	DefaultMaxAttempts         int32 = 12
+	DefaultMinBackoff                = 500 * time.Millisecond
+	DefaultMaxBackoff                = 5 * time.Minute
+	DefaultUnknownTopicGrace         = 5 * time.Minute
+	DefaultLogLevel                  = "info"
+	DefaultStatusInterval            = 15 * time.Second
+	DefaultOldestPendingAge          = 5 * time.Minute
+	DefaultDeadGrowthWindow          = 15 * time.Minute
+	DefaultReplayRate          int32 = 100
+	DefaultCanarySize          int32 = 10
+	DefaultMaxNewDeadPercent   int32 = 10
+	DefaultRetentionSchedule         = "15 * * * *"
+	DefaultSentRetention             = 168 * time.Hour
+	DefaultDeadRetention             = 720 * time.Hour
+	DefaultRetentionBatchSize  int32 = 1000
+)
+
+func dur(p **metav1.Duration, d time.Duration) {
+	if *p == nil {
+		*p = &metav1.Duration{Duration: d}
+	}
+}
+
+func i32(p **int32, v int32) {
+	if *p == nil {
+		*p = &v
+	}
+}
+
+// WithDefaults returns a deep copy of p with every unset defaulted field filled in.
+func (p *OutboxPipeline) WithDefaults() *OutboxPipeline {
+	c := p.DeepCopy()
+	s := &c.Spec
+	if s.Source.Schema == "" {
+		s.Source.Schema = DefaultSchema
+	}
+	if s.Source.Table == "" {
+		s.Source.Table = DefaultTable
+	}
+	r := &s.Relay
+	i32(&r.Replicas, DefaultReplicas)
+	if r.BatchSize == 0 {
+		r.BatchSize = DefaultBatchSize
+	}
+	dur(&r.Lease, DefaultLease)
+	dur(&r.PollInterval, DefaultPollInterval)
+	if r.MaxAttempts == 0 {
+		r.MaxAttempts = DefaultMaxAttempts
+	}
+	dur(&r.MinBackoff, DefaultMinBackoff)
+	dur(&r.MaxBackoff, DefaultMaxBackoff)
+	dur(&r.UnknownTopicGrace, DefaultUnknownTopicGrace)
+	if r.LogLevel == "" {
+		r.LogLevel = DefaultLogLevel
+	}
+	m := &s.Monitoring
+	dur(&m.StatusInterval, DefaultStatusInterval)
+	dur(&m.OldestPendingAgeThreshold, DefaultOldestPendingAge)
+	dur(&m.DeadGrowthWindow, DefaultDeadGrowthWindow)
+	return c
+}
+
+// WithDefaults returns a deep copy of r with every unset defaulted field filled in.
+func (r *DeadLetterReplay) WithDefaults() *DeadLetterReplay {
+	c := r.DeepCopy()
+	if c.Spec.Rate == 0 {
+		c.Spec.Rate = DefaultReplayRate
+	}
+	i32(&c.Spec.CanarySize, DefaultCanarySize)
+	i32(&c.Spec.MaxNewDeadPercent, DefaultMaxNewDeadPercent)
+	return c
+}
+
+// WithDefaults returns a deep copy of r with every unset defaulted field filled in.
+func (r *RetentionPolicy) WithDefaults() *RetentionPolicy {
+	c := r.DeepCopy()
+	s := &c.Spec
+	if s.Schedule == "" {
+		s.Schedule = DefaultRetentionSchedule
+	}
+	dur(&s.SentRetention, DefaultSentRetention)
+	dur(&s.DeadRetention, DefaultDeadRetention)
+	if s.Mode == "" {
+		s.Mode = RetentionArchive
+	}
+	if s.BatchSize == 0 {
+		s.BatchSize = DefaultRetentionBatchSize
+	}
+	return c
+}

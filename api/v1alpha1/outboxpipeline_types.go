@@ -1,0 +1,384 @@
+/*
+Copyright 2026 The outbox-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package v1alpha1
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// PostgresSource says where the outbox table lives.
+type PostgresSource struct {
+	// DSNSecretRef points at the Secret key holding the lib/pq connection string of the
+	// PRIMARY database (e.g. "postgres://relay:pw@db:5432/app?sslmode=require"). The DSN
+	// is only ever passed to pods as a secretKeyRef environment variable; it never appears
+	// in a pod spec, a status or a log line. A literal DSN field does not exist on purpose.
+	// The operator also uses it to read lag and dead counts for the status.
+	DSNSecretRef SecretKeyRef `json:"dsnSecretRef"`
+
+	// Schema of the outbox table: lower-case letters, digits and underscores.
+	// +kubebuilder:default=public
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
+	// +optional
+	Schema string `json:"schema,omitempty"`
+
+	// Table is the outbox table name: lower-case letters, digits and underscores, at most
+	// 50 characters so the derived side tables (<table>_archive, <table>_replay_audit) fit
+	// PostgreSQL's 63-character identifier limit.
+	// +kubebuilder:default=outbox_event
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=50
+	// +kubebuilder:validation:Pattern=`^[a-z_][a-z0-9_]*$`
+	// +optional
+	Table string `json:"table,omitempty"`
+
+	// Migrate runs `relayworker migrate` as an init container of every relay pod, which
+	// creates the outbox table, its indexes and side tables if they are missing
+	// (idempotent, safe from several pods at once). Leave it false when schema changes go
+	// through your own migration tool; the table must then exist before the relay starts.
+	// +kubebuilder:default=false
+	// +optional
+	Migrate bool `json:"migrate,omitempty"`
+}
+
+// KafkaTLS configures TLS to the brokers.
+// +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.enabled",message="tls.caSecretRef is set but tls.enabled is false; set enabled: true or remove caSecretRef"
+type KafkaTLS struct {
+	// Enabled turns TLS on for every broker connection.
+	// +kubebuilder:default=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
+
+	// CASecretRef points at a PEM CA bundle used to verify the brokers. The key is mounted
+	// read-only into the relay pods and passed as KAFKA_TLS_CA_FILE. Without it the
+	// system trust store is used.
+	// +optional
+	CASecretRef *SecretKeyRef `json:"caSecretRef,omitempty"`
+}
+
+// KafkaSASL configures SASL authentication to the brokers.
+type KafkaSASL struct {
+	// Mechanism is the SASL mechanism.
+	// +kubebuilder:validation:Enum=plain;scram-sha-256;scram-sha-512
+	Mechanism string `json:"mechanism"`
+
+	// UsernameSecretRef points at the Secret key holding the SASL user name.
+	UsernameSecretRef SecretKeyRef `json:"usernameSecretRef"`
+
+	// PasswordSecretRef points at the Secret key holding the SASL password.
+	PasswordSecretRef SecretKeyRef `json:"passwordSecretRef"`
+}
+
+// KafkaSink says where events are published. Each row goes to topic = destination
+// column, key = message_key column.
+type KafkaSink struct {
+	// Brokers are the bootstrap brokers as host:port.
+	// +kubebuilder:validation:MinItems=1
+	// +kubebuilder:validation:MaxItems=50
+	// +kubebuilder:validation:items:Pattern=`^[^,\s]+:[0-9]{1,5}$`
+	// +kubebuilder:validation:items:MaxLength=255
+	// +listType=atomic
+	Brokers []string `json:"brokers"`
+
+	// TLS to the brokers. Off when omitted.
+	// +optional
+	TLS *KafkaTLS `json:"tls,omitempty"`
+
+	// SASL authentication. None when omitted.
+	// +optional
+	SASL *KafkaSASL `json:"sasl,omitempty"`
+}
+
+// RelaySettings tune the relay workers. Durations use Go syntax: 500ms, 30s, 5m, 1h.
+// +kubebuilder:validation:XValidation:rule="!has(self.lease) || !has(self.pollInterval) || duration(self.lease) > duration(self.pollInterval)",message="relay.lease must be longer than relay.pollInterval (a worker must be able to finish a batch before its lease expires)"
+// +kubebuilder:validation:XValidation:rule="!has(self.maxBackoff) || !has(self.minBackoff) || duration(self.maxBackoff) >= duration(self.minBackoff)",message="relay.maxBackoff must be at least relay.minBackoff"
+// +kubebuilder:validation:XValidation:rule="!has(self.lease) || duration(self.lease) >= duration('1s')",message="relay.lease must be at least 1s"
+// +kubebuilder:validation:XValidation:rule="!has(self.pollInterval) || duration(self.pollInterval) >= duration('10ms')",message="relay.pollInterval must be at least 10ms"
+type RelaySettings struct {
+	// Replicas is the number of relay workers. Workers share the table safely (claims use
+	// SKIP LOCKED and leases); more workers add throughput until the database or the
+	// brokers saturate.
+	// +kubebuilder:default=2
+	// +kubebuilder:validation:Minimum=0
+	// +kubebuilder:validation:Maximum=50
+	// +optional
+	Replicas *int32 `json:"replicas,omitempty"`
+
+	// BatchSize is the number of rows a worker claims per short transaction.
+	// +kubebuilder:default=500
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=10000
+	// +optional
+	BatchSize int32 `json:"batchSize,omitempty"`
+
+	// Lease is how long a claimed batch belongs to a worker. Rows of a worker that dies
+	// become claimable again after it. Must exceed pollInterval and the normal p99 of a
+	// batch's publish time.
+	// +kubebuilder:default="30s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	Lease *metav1.Duration `json:"lease,omitempty"`
+
+	// PollInterval is the polling safety net when no NOTIFY wake-up arrives.
+	// +kubebuilder:default="1s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	PollInterval *metav1.Duration `json:"pollInterval,omitempty"`
+
+	// MaxAttempts is the number of publish attempts before a row goes DEAD.
+	// +kubebuilder:default=12
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=1000
+	// +optional
+	MaxAttempts int32 `json:"maxAttempts,omitempty"`
+
+	// MinBackoff is the first retry delay; later delays grow exponentially with jitter.
+	// +kubebuilder:default="500ms"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	MinBackoff *metav1.Duration `json:"minBackoff,omitempty"`
+
+	// MaxBackoff caps the retry delay.
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	MaxBackoff *metav1.Duration `json:"maxBackoff,omitempty"`
+
+	// UnknownTopicGrace is how long an event for a topic that does not exist is retried
+	// before it goes DEAD (gives topic automation time to catch up).
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	UnknownTopicGrace *metav1.Duration `json:"unknownTopicGrace,omitempty"`
+
+	// LogLevel of the workers.
+	// +kubebuilder:default=info
+	// +kubebuilder:validation:Enum=debug;info;error
+	// +optional
+	LogLevel string `json:"logLevel,omitempty"`
+}
+
+// MonitoringSettings control how the operator watches the outbox table.
+// +kubebuilder:validation:XValidation:rule="!has(self.statusInterval) || duration(self.statusInterval) >= duration('5s')",message="monitoring.statusInterval must be at least 5s"
+type MonitoringSettings struct {
+	// StatusInterval is how often the operator reads the outbox table (cheap, indexed,
+	// 3s timeout) to refresh the status counts and conditions. Secret changes are also
+	// picked up at this interval.
+	// +kubebuilder:default="15s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	StatusInterval *metav1.Duration `json:"statusInterval,omitempty"`
+
+	// OldestPendingAgeThreshold: when the oldest unpublished event (PENDING, SENDING or
+	// RETRY) is older than this, the pipeline is Degraded (reason EventsDelayed).
+	// +kubebuilder:default="5m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	OldestPendingAgeThreshold *metav1.Duration `json:"oldestPendingAgeThreshold,omitempty"`
+
+	// DeadGrowthWindow: after the DEAD count increases, the pipeline stays Degraded
+	// (reason DeadEventsIncreasing) for this long. Dead events are not garbage: inspect
+	// them (last_error_code) and replay them with a DeadLetterReplay once fixed.
+	// +kubebuilder:default="15m"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	DeadGrowthWindow *metav1.Duration `json:"deadGrowthWindow,omitempty"`
+}
+
+// OutboxPipelineSpec is the desired relay from one outbox table to Kafka.
+type OutboxPipelineSpec struct {
+	// Source is the PostgreSQL outbox table.
+	Source PostgresSource `json:"source"`
+
+	// Sink is the Kafka cluster.
+	Sink KafkaSink `json:"sink"`
+
+	// Relay tunes the relay workers.
+	// +kubebuilder:default={}
+	// +optional
+	Relay RelaySettings `json:"relay,omitempty"`
+
+	// Monitoring tunes the status reader and the Degraded thresholds.
+	// +kubebuilder:default={}
+	// +optional
+	Monitoring MonitoringSettings `json:"monitoring,omitempty"`
+
+	// Paused scales the relay to zero workers. Events keep accumulating as PENDING and
+	// nothing is lost; they are published when the pipeline is resumed.
+	// +kubebuilder:default=false
+	// +optional
+	Paused bool `json:"paused,omitempty"`
+
+	// Image overrides the relay worker image (default: the operator's RELAY_IMAGE). The
+	// image must contain the binary at /relayworker and run as a non-root user.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	Image string `json:"image,omitempty"`
+
+	// ImagePullPolicy of the relay containers.
+	// +kubebuilder:validation:Enum=Always;IfNotPresent;Never
+	// +optional
+	ImagePullPolicy corev1.PullPolicy `json:"imagePullPolicy,omitempty"`
+
+	// ImagePullSecrets for private registries (Secrets in this namespace).
+	// +listType=atomic
+	// +optional
+	ImagePullSecrets []corev1.LocalObjectReference `json:"imagePullSecrets,omitempty"`
+
+	// Resources of the relay container. Default: requests 50m CPU / 64Mi, limit 256Mi.
+	// +optional
+	Resources *corev1.ResourceRequirements `json:"resources,omitempty"`
+
+	// PodAnnotations are added to the relay pods.
+	// +optional
+	PodAnnotations map[string]string `json:"podAnnotations,omitempty"`
+
+	// NodeSelector of the relay pods.
+	// +optional
+	NodeSelector map[string]string `json:"nodeSelector,omitempty"`
+
+	// Tolerations of the relay pods.
+	// +listType=atomic
+	// +optional
+	Tolerations []corev1.Toleration `json:"tolerations,omitempty"`
+
+	// PriorityClassName of the relay pods.
+	// +kubebuilder:validation:MaxLength=253
+	// +optional
+	PriorityClassName string `json:"priorityClassName,omitempty"`
+}
+
+// OutboxPipelineStatus is what the operator observed, from Kubernetes and from the
+// outbox table itself.
+type OutboxPipelineStatus struct {
+	// ObservedGeneration is the spec generation the status describes.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// Conditions: Ready (workers up and database reachable), Progressing (a rollout is
+	// in flight), Degraded (needs a human: database unreachable, table missing, events
+	// delayed past the threshold, dead events increasing).
+	// +listType=map
+	// +listMapKey=type
+	// +optional
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// Replicas is the desired number of relay workers.
+	// +optional
+	Replicas int32 `json:"replicas,omitempty"`
+
+	// ReadyWorkers is the number of relay pods passing their readiness probe.
+	// +optional
+	ReadyWorkers int32 `json:"readyWorkers,omitempty"`
+
+	// Workers is "ready/desired", for `kubectl get`.
+	// +optional
+	Workers string `json:"workers,omitempty"`
+
+	// Pending is the number of PENDING rows (committed, not yet claimed).
+	// +optional
+	Pending int64 `json:"pending,omitempty"`
+
+	// Sending is the number of rows claimed by a worker right now.
+	// +optional
+	Sending int64 `json:"sending,omitempty"`
+
+	// Retrying is the number of RETRY rows waiting for their backoff.
+	// +optional
+	Retrying int64 `json:"retrying,omitempty"`
+
+	// ExpiredLeases is the number of SENDING rows whose lease has expired (their worker
+	// died or stalled; another worker will take them over).
+	// +optional
+	ExpiredLeases int64 `json:"expiredLeases,omitempty"`
+
+	// Dead is the number of DEAD rows still in the table.
+	// +optional
+	Dead int64 `json:"dead,omitempty"`
+
+	// OldestPendingTime is the creation time of the oldest unpublished row (PENDING,
+	// SENDING or RETRY); now minus this is the publish lag. Empty when nothing waits.
+	// +optional
+	OldestPendingTime *metav1.Time `json:"oldestPendingTime,omitempty"`
+
+	// LastPublishTime is the newest sent_at in the table.
+	// +optional
+	LastPublishTime *metav1.Time `json:"lastPublishTime,omitempty"`
+
+	// DeadLastIncreaseTime is when the operator last saw the DEAD count grow.
+	// +optional
+	DeadLastIncreaseTime *metav1.Time `json:"deadLastIncreaseTime,omitempty"`
+
+	// LastCheckTime is when the outbox table was last read successfully. To keep status
+	// writes cheap it is refreshed when a count changes, and at least every minute.
+	// +optional
+	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
+
+	// DeploymentName is the relay Deployment.
+	// +optional
+	DeploymentName string `json:"deploymentName,omitempty"`
+}
+
+// OutboxPipeline runs relay workers that publish the rows of a PostgreSQL outbox table
+// to Kafka, at least once, in per-aggregate order, and reports lag and dead counts.
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=obp;pipeline,categories=outbox
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Workers",type=string,JSONPath=`.status.workers`
+// +kubebuilder:printcolumn:name="Pending",type=integer,JSONPath=`.status.pending`
+// +kubebuilder:printcolumn:name="Oldest",type=date,JSONPath=`.status.oldestPendingTime`,description="Age of the oldest unpublished event"
+// +kubebuilder:printcolumn:name="Retrying",type=integer,JSONPath=`.status.retrying`
+// +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.dead`
+// +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.spec.source.table`,priority=1
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters (child object names and labels derive from it)"
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lower-case letters, digits and '-' (it names a Service)"
+type OutboxPipeline struct {
+	metav1.TypeMeta   `json:",inline"`
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// Spec is the desired pipeline.
+	// +required
+	Spec OutboxPipelineSpec `json:"spec"`
+
+	// Status is observed by the operator.
+	// +optional
+	Status OutboxPipelineStatus `json:"status,omitempty"`
+}
+
+// OutboxPipelineList is a list of OutboxPipeline.
+// +kubebuilder:object:root=true
+type OutboxPipelineList struct {
+	metav1.TypeMeta `json:",inline"`
+	metav1.ListMeta `json:"metadata,omitempty"`
+	// Items are the pipelines.
+	Items []OutboxPipeline `json:"items"`
+}
+
+func init() {
+	SchemeBuilder.Register(&OutboxPipeline{}, &OutboxPipelineList{})
+}
