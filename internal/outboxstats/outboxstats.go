@@ -1,0 +1,204 @@
+// Package outboxstats reads the lag and dead counts of an outbox table for the
+// operator's status: a handful of cheap queries that only touch the partial indexes
+// (non-terminal statuses, DEAD, SENT), inside a read-only transaction with a statement
+// timeout, so a slow or unreachable database costs one bounded wait and never more.
+package outboxstats
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// DefaultTimeout bounds one Read when the caller's context has no earlier deadline.
+const DefaultTimeout = 3 * time.Second
+
+// Stats is one snapshot of the table.
+type Stats struct {
+	Pending       int64
+	Sending       int64
+	Retrying      int64
+	ExpiredLeases int64
+	Dead          int64
+	// OldestPending is the created_at of the oldest PENDING, SENDING or RETRY row
+	// (zero when none): now minus it is the publish lag.
+	OldestPending time.Time
+	// LastPublish is the newest sent_at (zero when nothing was sent yet).
+	LastPublish time.Time
+}
+
+// ErrTableMissing is returned (wrapped) when the outbox table does not exist.
+var ErrTableMissing = errors.New("outbox table does not exist")
+
+// Read takes one snapshot of table t. The error never contains a DSN.
+func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	var s Stats
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return s, classify(t, err)
+	}
+	defer tx.Rollback() //nolint:errcheck // read-only
+	// The server gives up too, even if the client's cancel request is lost.
+	if _, err := tx.ExecContext(ctx, `SET LOCAL statement_timeout = 3000`); err != nil {
+		return s, classify(t, err)
+	}
+	q := t.Qualified()
+	var oldest, last sql.NullTime
+	// The WHERE clause equals the dispatch index's predicate, so only the hot set is read.
+	err = tx.QueryRowContext(ctx, `SELECT
+    count(*) FILTER (WHERE status = '`+schema.StatusPending+`'),
+    count(*) FILTER (WHERE status = '`+schema.StatusSending+`'),
+    count(*) FILTER (WHERE status = '`+schema.StatusRetry+`'),
+    count(*) FILTER (WHERE status = '`+schema.StatusSending+`' AND lease_until < now()),
+    min(created_at)
+FROM `+q+` WHERE status IN ('PENDING', 'SENDING', 'RETRY')`).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
+	if err != nil {
+		return s, classify(t, err)
+	}
+	// Partial index on (created_at) WHERE status = 'DEAD'.
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+q+` WHERE status = 'DEAD'`).Scan(&s.Dead); err != nil {
+		return s, classify(t, err)
+	}
+	// Partial index on (sent_at) WHERE status = 'SENT': one index probe.
+	if err := tx.QueryRowContext(ctx, `SELECT max(sent_at) FROM `+q+` WHERE status = 'SENT'`).Scan(&last); err != nil {
+		return s, classify(t, err)
+	}
+	if oldest.Valid {
+		s.OldestPending = oldest.Time
+	}
+	if last.Valid {
+		s.LastPublish = last.Time
+	}
+	return s, nil
+}
+
+// ReplayAudit is the audit row of one replay (written by `relayworker replay`).
+type ReplayAudit struct {
+	Phase                                   string
+	Matched, Replayed, Succeeded, DeadAgain int64
+}
+
+// ReadReplayAudit reads the audit row of replayID; found is false when the worker has
+// not written it yet.
+func ReadReplayAudit(ctx context.Context, db *sql.DB, t pgident.Table, replayID string) (a ReplayAudit, found bool, err error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	err = db.QueryRowContext(ctx, `SELECT phase, matched, replayed, succeeded, dead_again FROM `+
+		t.WithSuffix(schema.ReplayAuditSuffix).Qualified()+` WHERE replay_id = $1`, replayID).
+		Scan(&a.Phase, &a.Matched, &a.Replayed, &a.Succeeded, &a.DeadAgain)
+	if errors.Is(err, sql.ErrNoRows) {
+		return a, false, nil
+	}
+	if err != nil {
+		return a, false, classify(t.WithSuffix(schema.ReplayAuditSuffix), err)
+	}
+	return a, true, nil
+}
+
+func classify(t pgident.Table, err error) error {
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "42P01" {
+		return fmt.Errorf("%w: %s (run `relayworker migrate` or set spec.source.migrate: true)", ErrTableMissing, t)
+	}
+	if errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("database did not answer within the timeout: %w", err)
+	}
+	return err
+}
+
+// Pools keeps one small *sql.DB per key (a pipeline), reopened when its DSN changes.
+// DSNs are only held in memory, keyed by their hash.
+type Pools struct {
+	mu    sync.Mutex
+	pools map[string]pool
+	// Open is sql.Open by default; tests may replace it.
+	Open func(driver, dsn string) (*sql.DB, error)
+}
+
+type pool struct {
+	dsnHash string
+	db      *sql.DB
+}
+
+// NewPools returns an empty Pools.
+func NewPools() *Pools { return &Pools{pools: map[string]pool{}, Open: sql.Open} }
+
+// Get returns the pool for key, opening (or reopening after a DSN change) as needed.
+func (p *Pools) Get(key, dsn string) (*sql.DB, error) {
+	h := Hash(dsn)
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.pools[key]; ok {
+		if cur.dsnHash == h {
+			return cur.db, nil
+		}
+		_ = cur.db.Close()
+		delete(p.pools, key)
+	}
+	db, err := p.Open("postgres", dsn)
+	if err != nil {
+		// lib/pq parse errors can quote parts of the DSN: keep them out of messages.
+		return nil, errors.New("the DSN in the Secret cannot be parsed")
+	}
+	db.SetMaxOpenConns(2)
+	db.SetMaxIdleConns(1)
+	db.SetConnMaxIdleTime(time.Minute)
+	db.SetConnMaxLifetime(10 * time.Minute)
+	p.pools[key] = pool{dsnHash: h, db: db}
+	return db, nil
+}
+
+// Forget closes and drops the pool for key.
+func (p *Pools) Forget(key string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.pools[key]; ok {
+		_ = cur.db.Close()
+		delete(p.pools, key)
+	}
+}
+
+// Close closes every pool.
+func (p *Pools) Close() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for k, cur := range p.pools {
+		_ = cur.db.Close()
+		delete(p.pools, k)
+	}
+}
+
+// Hash is a short, non-reversible fingerprint of a secret value.
+func Hash(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:8])
+}
+
+// Redact removes secret from msg (e.g. a password a driver echoed back).
+func Redact(msg string, secrets ...string) string {
+	for _, s := range secrets {
+		if len(s) >= 4 {
+			msg = strings.ReplaceAll(msg, s, "[redacted]")
+		}
+	}
+	return msg
+}
