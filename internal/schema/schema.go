@@ -134,18 +134,7 @@ func Statements(t pgident.Table, opts Options) []string {
     event_ids    jsonb       NULL
 )`,
 
-		`CREATE TABLE IF NOT EXISTS ` + pgident.Quote(t.Schema) + `.` + pgident.Quote(ConsumeTable) + ` (
-    consumer_group    text        NOT NULL,
-    event_id          text        NOT NULL,
-    event_type        text        NOT NULL,
-    request_hash      text        NOT NULL,
-    status            text        NOT NULL,
-    result_ref        text        NULL,
-    retry_count       int         NOT NULL DEFAULT 0,
-    first_received_at timestamptz NOT NULL DEFAULT now(),
-    updated_at        timestamptz NOT NULL DEFAULT now(),
-    PRIMARY KEY (consumer_group, event_id)
-)`,
+		ConsumeTableDDL(t.Schema),
 	}
 	if opts.NotifyTrigger {
 		fn := pgident.Quote(t.Schema) + "." + t.Ident("_notify")
@@ -162,6 +151,24 @@ $fn$`,
 		)
 	}
 	return stmts
+}
+
+// ConsumeTableDDL creates the consumers' dedup table (seed section 十四) in schemaName.
+// The primary key includes consumer_group: each consumer handles an event once, and
+// one group's record must not make another group skip it.
+func ConsumeTableDDL(schemaName string) string {
+	return `CREATE TABLE IF NOT EXISTS ` + pgident.Quote(schemaName) + `.` + pgident.Quote(ConsumeTable) + ` (
+    consumer_group    text        NOT NULL,
+    event_id          text        NOT NULL,
+    event_type        text        NOT NULL,
+    request_hash      text        NOT NULL,
+    status            text        NOT NULL,
+    result_ref        text        NULL,
+    retry_count       int         NOT NULL DEFAULT 0,
+    first_received_at timestamptz NOT NULL DEFAULT now(),
+    updated_at        timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (consumer_group, event_id)
+)`
 }
 
 // requiredColumns are the columns the relay reads and writes.
