@@ -171,8 +171,9 @@ func ConsumeTableDDL(schemaName string) string {
 )`
 }
 
-// requiredColumns are the columns the relay reads and writes.
-var requiredColumns = []string{
+// Columns are the outbox table's columns in table order; the archive table has the same
+// columns plus archived_at.
+var Columns = []string{
 	"event_id", "aggregate_type", "aggregate_id", "aggregate_version", "event_type",
 	"event_version", "destination", "message_key", "payload", "headers", "status",
 	"owner_token", "lease_until", "retry_count", "next_retry_at", "last_error_code",
@@ -204,7 +205,7 @@ func Verify(ctx context.Context, db *sql.DB, t pgident.Table) error {
 		return fmt.Errorf("outbox table %s does not exist (run `relayworker migrate`)", t)
 	}
 	var missing []string
-	for _, c := range requiredColumns {
+	for _, c := range Columns {
 		if !have[c] {
 			missing = append(missing, c)
 		}

@@ -1,0 +1,130 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+)
+
+// ReplaySelector chooses DEAD rows; empty fields do not filter.
+type ReplaySelector struct {
+	EventIDs      []string   `json:"eventIds,omitempty"`
+	EventType     string     `json:"eventType,omitempty"`
+	AggregateType string     `json:"aggregateType,omitempty"`
+	AggregateID   string     `json:"aggregateId,omitempty"`
+	ErrorCode     string     `json:"errorCode,omitempty"`
+	Destination   string     `json:"destination,omitempty"`
+	CreatedAfter  *time.Time `json:"createdAfter,omitempty"`
+	CreatedBefore *time.Time `json:"createdBefore,omitempty"`
+}
+
+// Empty reports whether the selector would match every DEAD row.
+func (s ReplaySelector) Empty() bool {
+	return len(s.EventIDs) == 0 && s.EventType == "" && s.AggregateType == "" && s.AggregateID == "" &&
+		s.ErrorCode == "" && s.Destination == "" && s.CreatedAfter == nil && s.CreatedBefore == nil
+}
+
+// Replay is the configuration of `relayworker replay`.
+type Replay struct {
+	Common
+	ReplayID          string
+	Reason            string
+	RequestedBy       string
+	Rate              int
+	CanarySize        int
+	MaxNewDeadPercent int
+	DryRun            bool
+	MaxEvents         int
+	SettleTimeout     time.Duration
+	Selector          ReplaySelector
+
+	eventIDsRaw, afterRaw, beforeRaw string
+}
+
+func bindReplay(b *binder, r *Replay) {
+	b.common(&r.Common)
+	b.str(&r.ReplayID, "replay-id", "REPLAY_ID", "", "unique id of this replay (audit key; a re-run resumes it)")
+	b.str(&r.Reason, "reason", "REPLAY_REASON", "", "why the replay runs (audited)")
+	b.str(&r.RequestedBy, "requested-by", "REPLAY_REQUESTED_BY", "unknown", "who asked for it (audited)")
+	b.integer(&r.Rate, "rate", "REPLAY_RATE", 100, "events handed back to the relay per second (1..10000)")
+	b.integer(&r.CanarySize, "canary-size", "REPLAY_CANARY_SIZE", 10, "events replayed first; 0 disables the canary")
+	b.integer(&r.MaxNewDeadPercent, "max-new-dead-percent", "REPLAY_MAX_NEW_DEAD_PERCENT", 10, "stop when more than this % of the canary goes DEAD again")
+	b.boolean(&r.DryRun, "dry-run", "REPLAY_DRY_RUN", false, "only count and audit the matching events")
+	b.integer(&r.MaxEvents, "max-events", "REPLAY_MAX_EVENTS", 100000, "refuse selectors matching more DEAD events than this")
+	b.duration(&r.SettleTimeout, "settle-timeout", "REPLAY_SETTLE_TIMEOUT", 30*time.Minute, "how long replayed events may take to become SENT or DEAD")
+	b.str(&r.eventIDsRaw, "event-ids", "REPLAY_EVENT_IDS", "", "comma-separated event ids")
+	b.str(&r.Selector.EventType, "event-type", "REPLAY_EVENT_TYPE", "", "event_type to match")
+	b.str(&r.Selector.AggregateType, "aggregate-type", "REPLAY_AGGREGATE_TYPE", "", "aggregate_type to match")
+	b.str(&r.Selector.AggregateID, "aggregate-id", "REPLAY_AGGREGATE_ID", "", "aggregate_id to match")
+	b.str(&r.Selector.ErrorCode, "error-code", "REPLAY_ERROR_CODE", "", "last_error_code to match")
+	b.str(&r.Selector.Destination, "destination", "REPLAY_DESTINATION", "", "destination (topic) to match")
+	b.str(&r.afterRaw, "created-after", "REPLAY_CREATED_AFTER", "", "RFC 3339 time; match created_at >= it")
+	b.str(&r.beforeRaw, "created-before", "REPLAY_CREATED_BEFORE", "", "RFC 3339 time; match created_at < it")
+}
+
+// ParseReplay parses `relayworker replay` arguments.
+func ParseReplay(args []string, getenv Getenv) (*Replay, error) {
+	b := newBinder("replay", getenv)
+	r := &Replay{}
+	bindReplay(b, r)
+	if err := b.parse(args); err != nil {
+		return nil, err
+	}
+	if err := r.validate(); err != nil {
+		return nil, err
+	}
+	return r, nil
+}
+
+func (r *Replay) validate() error {
+	if err := r.Common.validate(); err != nil {
+		return err
+	}
+	if strings.TrimSpace(r.eventIDsRaw) != "" {
+		for _, id := range strings.Split(r.eventIDsRaw, ",") {
+			if id = strings.TrimSpace(id); id == "" {
+				return fmt.Errorf("--event-ids (REPLAY_EVENT_IDS) %q has an empty entry", r.eventIDsRaw)
+			}
+			r.Selector.EventIDs = append(r.Selector.EventIDs, strings.TrimSpace(id))
+		}
+	}
+	for _, t := range []struct {
+		raw  string
+		flag string
+		dst  **time.Time
+	}{{r.afterRaw, "--created-after", &r.Selector.CreatedAfter}, {r.beforeRaw, "--created-before", &r.Selector.CreatedBefore}} {
+		if t.raw == "" {
+			continue
+		}
+		v, err := time.Parse(time.RFC3339, t.raw)
+		if err != nil {
+			return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-11-30T10:00:00Z)", t.flag, t.raw)
+		}
+		*t.dst = &v
+	}
+	s := r.Selector
+	switch {
+	case strings.TrimSpace(r.ReplayID) == "":
+		return errors.New("--replay-id (REPLAY_ID) is required")
+	case len(strings.TrimSpace(r.Reason)) < 3:
+		return errors.New("--reason (REPLAY_REASON) is required: say what was fixed")
+	case r.Rate < 1 || r.Rate > 10000:
+		return fmt.Errorf("--rate (REPLAY_RATE) %d must be between 1 and 10000", r.Rate)
+	case r.CanarySize < 0:
+		return fmt.Errorf("--canary-size (REPLAY_CANARY_SIZE) %d must not be negative", r.CanarySize)
+	case r.MaxNewDeadPercent < 0 || r.MaxNewDeadPercent > 100:
+		return fmt.Errorf("--max-new-dead-percent (REPLAY_MAX_NEW_DEAD_PERCENT) %d must be between 0 and 100", r.MaxNewDeadPercent)
+	case r.MaxEvents < 1:
+		return fmt.Errorf("--max-events (REPLAY_MAX_EVENTS) %d must be at least 1", r.MaxEvents)
+	case r.SettleTimeout <= 0:
+		return fmt.Errorf("--settle-timeout (REPLAY_SETTLE_TIMEOUT) %s must be positive", r.SettleTimeout)
+	case s.Empty():
+		return errors.New("replay selector is empty: set at least one of --event-ids, --event-type, --aggregate-type, --aggregate-id, --error-code, --destination, --created-after, --created-before")
+	case s.AggregateID != "" && s.AggregateType == "":
+		return errors.New("--aggregate-id needs --aggregate-type")
+	case s.CreatedAfter != nil && s.CreatedBefore != nil && !s.CreatedAfter.Before(*s.CreatedBefore):
+		return errors.New("--created-after must be before --created-before")
+	}
+	return nil
+}
