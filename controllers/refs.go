@@ -1,0 +1,83 @@
+/*
+Copyright 2026 The outbox-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package controllers
+
+import (
+	"context"
+	"fmt"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// pipelineRefIndex indexes replays and retention policies by the pipeline they name,
+// so creating a missing pipeline wakes exactly the objects waiting for it.
+const pipelineRefIndex = ".spec.pipelineRef.name"
+
+// resolvedPipeline is a referenced pipeline whose Secrets were found.
+type resolvedPipeline struct {
+	P      *outboxv1.OutboxPipeline // with defaults
+	Table  pgident.Table
+	DSN    string
+	Secret string // fingerprint of the referenced Secret keys
+}
+
+// resolvePipeline fetches the named pipeline in namespace and checks its Secrets. A
+// missing pipeline or Secret is a *refProblem.
+func resolvePipeline(ctx context.Context, c client.Client, reader client.Reader, namespace, name string) (*resolvedPipeline, error) {
+	var p outboxv1.OutboxPipeline
+	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, &refProblem{ReasonPipelineNotFound, fmt.Sprintf(
+				"OutboxPipeline %q (spec.pipelineRef.name) was not found in namespace %q; create it or fix the reference",
+				name, namespace)}
+		}
+		return nil, fmt.Errorf("get OutboxPipeline %s/%s: %w", namespace, name, err)
+	}
+	pd := p.WithDefaults()
+	table, err := pgident.NewTable(pd.Spec.Source.Schema, pd.Spec.Source.Table)
+	if err != nil {
+		return nil, &refProblem{ReasonInvalidSpec, fmt.Sprintf("OutboxPipeline %q: %v", name, err)}
+	}
+	values, problem, err := readSecretRefs(ctx, reader, namespace, SecretRefs(pd))
+	if err != nil {
+		return nil, err
+	}
+	if problem != nil {
+		return nil, &refProblem{problem.Reason, fmt.Sprintf("OutboxPipeline %q: %s", name, problem.Message)}
+	}
+	return &resolvedPipeline{P: pd, Table: table, DSN: string(values[pd.Spec.Source.DSNSecretRef]), Secret: SecretHash(values)}, nil
+}
+
+// indexPipelineRef registers the field index for obj (a list of refs extractor).
+func indexPipelineRef(ctx context.Context, mgr ctrl.Manager, obj client.Object, ref func(client.Object) string) error {
+	return mgr.GetFieldIndexer().IndexField(ctx, obj, pipelineRefIndex, func(o client.Object) []string {
+		return []string{ref(o)}
+	})
+}
+
+// enqueueReferrers maps a pipeline event to the objects (of list's kind) naming it.
+func enqueueReferrers(c client.Client, newList func() client.ObjectList, items func(client.ObjectList) []client.Object) handler.EventHandler {
+	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		list := newList()
+		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipelineRefIndex: o.GetName()}); err != nil {
+			return nil
+		}
+		var reqs []reconcile.Request
+		for _, it := range items(list) {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(it)})
+		}
+		return reqs
+	})
+}
