@@ -49,6 +49,7 @@ type Relay struct {
 	MinBackoff        time.Duration
 	MaxBackoff        time.Duration
 	UnknownTopicGrace time.Duration
+	ShutdownTimeout   time.Duration
 	WorkerID          string
 	MetricsAddr       string
 	HealthAddr        string
@@ -211,6 +212,7 @@ func bindRelay(b *binder, r *Relay) {
 	b.duration(&r.MinBackoff, "min-backoff", "RELAY_MIN_BACKOFF", 500*time.Millisecond, "first retry delay")
 	b.duration(&r.MaxBackoff, "max-backoff", "RELAY_MAX_BACKOFF", 5*time.Minute, "cap of the retry delay")
 	b.duration(&r.UnknownTopicGrace, "unknown-topic-grace", "RELAY_UNKNOWN_TOPIC_GRACE", 5*time.Minute, "how long a missing topic is retried before DEAD")
+	b.duration(&r.ShutdownTimeout, "shutdown-timeout", "RELAY_SHUTDOWN_TIMEOUT", 20*time.Second, "after SIGTERM, how long an in-flight publish may finish")
 	host, _ := os.Hostname()
 	b.str(&r.WorkerID, "worker-id", "RELAY_WORKER_ID", host, "identity in owner tokens and logs")
 	b.str(&r.MetricsAddr, "metrics-addr", "RELAY_METRICS_ADDR", ":8080", "Prometheus /metrics listen address (empty: off)")
@@ -286,6 +288,8 @@ func (r *Relay) validate() error {
 		return fmt.Errorf("--max-backoff (RELAY_MAX_BACKOFF) %s must be at least --min-backoff %s", r.MaxBackoff, r.MinBackoff)
 	case r.UnknownTopicGrace < 0:
 		return fmt.Errorf("--unknown-topic-grace (RELAY_UNKNOWN_TOPIC_GRACE) %s must not be negative", r.UnknownTopicGrace)
+	case r.ShutdownTimeout <= 0:
+		return fmt.Errorf("--shutdown-timeout (RELAY_SHUTDOWN_TIMEOUT) %s must be positive", r.ShutdownTimeout)
 	case strings.TrimSpace(r.WorkerID) == "":
 		return errors.New("--worker-id (RELAY_WORKER_ID) is empty and the hostname is unknown")
 	}

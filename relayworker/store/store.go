@@ -32,6 +32,8 @@ type Row struct {
 	Headers          []byte // raw jsonb text; nil when SQL NULL
 	RetryCount       int
 	CreatedAt        time.Time
+	// Age is now() - created_at on the database clock at claim time.
+	Age time.Duration
 	// Expired is true when the row was taken over from an expired SENDING lease.
 	Expired bool
 }
@@ -159,7 +161,7 @@ FROM ok
 WHERE t.event_id = ok.event_id
 RETURNING t.event_id, t.aggregate_type, t.aggregate_id, t.aggregate_version, t.event_type,
     t.event_version, t.destination, t.message_key, t.payload, t.headers, t.retry_count,
-    t.created_at, ok.expired`
+    t.created_at, EXTRACT(EPOCH FROM now() - t.created_at)::float8, ok.expired`
 }
 
 func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.Milliseconds()) }
@@ -175,11 +177,13 @@ func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Durat
 	out := make([]Row, 0, n)
 	for rows.Next() {
 		var r Row
+		var age float64
 		if err := rows.Scan(&r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion,
 			&r.EventType, &r.EventVersion, &r.Destination, &r.MessageKey, &r.Payload, &r.Headers,
-			&r.RetryCount, &r.CreatedAt, &r.Expired); err != nil {
+			&r.RetryCount, &r.CreatedAt, &age, &r.Expired); err != nil {
 			return nil, fmt.Errorf("claim: scan: %w", err)
 		}
+		r.Age = time.Duration(age * float64(time.Second))
 		out = append(out, r)
 	}
 	if err := rows.Err(); err != nil {

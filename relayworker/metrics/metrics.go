@@ -1,0 +1,78 @@
+// Package metrics defines the relay's Prometheus metrics (seed section 二十五) on a
+// private registry. Labels are bounded: destination (topic) and a stable error code,
+// never event ids.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Metrics of one relay process.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	PendingCount     prometheus.Gauge
+	OldestPendingAge prometheus.Gauge
+	ClaimLatency     prometheus.Histogram
+	ClaimBatchSize   prometheus.Histogram
+	PublishLatency   prometheus.Histogram
+	SendSuccess      *prometheus.CounterVec // destination
+	SendRetry        *prometheus.CounterVec // destination, code
+	SendDead         *prometheus.CounterVec // destination, code
+	SendUnknown      *prometheus.CounterVec // destination
+	LeaseExpired     prometheus.Counter
+	LeaseReleased    prometheus.Counter
+	MarkFenced       prometheus.Counter
+	Errors           *prometheus.CounterVec // stage
+}
+
+// New registers the metrics; pipeline becomes a constant label when not empty.
+func New(pipeline string) *Metrics {
+	reg := prometheus.NewRegistry()
+	var r prometheus.Registerer = reg
+	if pipeline != "" {
+		r = prometheus.WrapRegistererWith(prometheus.Labels{"pipeline": pipeline}, reg)
+	}
+	m := &Metrics{
+		Registry: reg,
+		PendingCount: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_pending_count",
+			Help: "Non-terminal outbox rows (PENDING, SENDING, RETRY)."}),
+		OldestPendingAge: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_oldest_pending_age_seconds",
+			Help: "Age of the oldest non-terminal outbox row (database clock)."}),
+		ClaimLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "outbox_claim_latency_seconds",
+			Help: "Duration of one claim statement.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 14)}),
+		ClaimBatchSize: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "outbox_claim_batch_size",
+			Help: "Rows returned by one claim.", Buckets: prometheus.ExponentialBuckets(1, 4, 7)}),
+		PublishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "outbox_publish_latency_seconds",
+			Help: "Duration of one batch write to Kafka.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
+		SendSuccess: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_success_total",
+			Help: "Events published and marked SENT."}, []string{"destination"}),
+		SendRetry: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_retry_total",
+			Help: "Failed publishes scheduled for RETRY, by error code."}, []string{"destination", "code"}),
+		SendDead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_dead_total",
+			Help: "Events moved to DEAD, by error code."}, []string{"destination", "code"}),
+		SendUnknown: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_unknown_total",
+			Help: "Publishes with an unknown outcome (may be duplicated on retry)."}, []string{"destination"}),
+		LeaseExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_lease_expired_total",
+			Help: "Rows taken over from an expired SENDING lease (possible duplicates)."}),
+		LeaseReleased: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_lease_released_total",
+			Help: "Claimed rows handed back unpublished (shutdown, lease guard, order guard)."}),
+		MarkFenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_mark_fenced_total",
+			Help: "Marks that changed nothing because another worker owns the row now (its publish may duplicate ours)."}),
+		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_relay_errors_total",
+			Help: "Relay loop errors by stage (claim, mark, listen, stats)."}, []string{"stage"}),
+	}
+	r.MustRegister(m.PendingCount, m.OldestPendingAge, m.ClaimLatency, m.ClaimBatchSize, m.PublishLatency,
+		m.SendSuccess, m.SendRetry, m.SendDead, m.SendUnknown, m.LeaseExpired, m.LeaseReleased, m.MarkFenced, m.Errors)
+	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Handler serves /metrics.
+func (m *Metrics) Handler() http.Handler {
+	return promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{Registry: m.Registry})
+}

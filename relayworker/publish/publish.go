@@ -1,0 +1,363 @@
+// Package publish turns claimed outbox rows into Kafka messages (design.md section 5),
+// writes them with a kafka-go Writer configured for durability, and classifies
+// failures (classify.go).
+//
+// Writer settings, each against a kafka-go default that loses or reorders data:
+//   - RequiredAcks = RequireAll: the zero value is RequireNone (fire and forget).
+//   - Balancer = &kafka.Murmur2Balancer{}: the zero value is round-robin, which
+//     ignores keys. Murmur2 (not kafka.Hash, which is FNV-1a) is the Java client's
+//     default partitioner, so Java/franz-go producers of the same keys pick the same
+//     partition and one aggregate stays on one partition whoever produces it.
+//   - BatchTimeout = 2ms: the default 1s adds up to a second of latency per write.
+//   - BatchSize = the claim batch size: one partition's share of a claim goes out as
+//     one produce request, so it succeeds or fails as a unit and per-aggregate order
+//     in the batch is the order on the partition.
+//   - WriteTimeout/ReadTimeout explicit; MaxAttempts 3 with short internal backoff:
+//     the relay's own RETRY with backoff (persisted in the table) does the long waits.
+//   - AllowAutoTopicCreation = false: a typo in a destination must not create topics.
+package publish
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/sasl"
+	"github.com/segmentio/kafka-go/sasl/plain"
+	"github.com/segmentio/kafka-go/sasl/scram"
+
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
+)
+
+// Options configure the Writer.
+type Options struct {
+	Brokers      []string
+	BatchSize    int
+	BatchTimeout time.Duration // default 2ms
+	WriteTimeout time.Duration // default 10s
+	// MaxMessageBytes bounds one message (key+value+headers); default 1 MiB, Kafka's
+	// default message.max.bytes. Larger messages go DEAD without being sent.
+	MaxMessageBytes int64
+
+	TLS           bool
+	TLSCAFile     string
+	SASLMechanism string
+	SASLUsername  string
+	SASLPassword  string
+}
+
+// Publisher writes messages to Kafka.
+type Publisher struct {
+	w   *kafka.Writer
+	max int64
+}
+
+// NewWriter builds the durable kafka-go Writer described in the package comment.
+func NewWriter(o Options) (*kafka.Writer, error) {
+	if o.BatchTimeout <= 0 {
+		o.BatchTimeout = 2 * time.Millisecond
+	}
+	if o.WriteTimeout <= 0 {
+		o.WriteTimeout = 10 * time.Second
+	}
+	if o.BatchSize <= 0 {
+		o.BatchSize = 500
+	}
+	if o.MaxMessageBytes <= 0 {
+		o.MaxMessageBytes = 1 << 20
+	}
+	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 10 * time.Second}
+	if o.TLS || o.TLSCAFile != "" {
+		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
+		if o.TLSCAFile != "" {
+			pem, err := os.ReadFile(o.TLSCAFile)
+			if err != nil {
+				return nil, fmt.Errorf("kafka TLS CA file: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("kafka TLS CA file %s holds no PEM certificate", o.TLSCAFile)
+			}
+			cfg.RootCAs = pool
+		}
+		tr.TLS = cfg
+	}
+	if o.SASLMechanism != "" {
+		var mech sasl.Mechanism
+		switch o.SASLMechanism {
+		case "plain":
+			mech = plain.Mechanism{Username: o.SASLUsername, Password: o.SASLPassword}
+		case "scram-sha-256", "scram-sha-512":
+			algo := scram.SHA256
+			if o.SASLMechanism == "scram-sha-512" {
+				algo = scram.SHA512
+			}
+			m, err := scram.Mechanism(algo, o.SASLUsername, o.SASLPassword)
+			if err != nil {
+				return nil, fmt.Errorf("kafka SASL: %w", err)
+			}
+			mech = m
+		default:
+			return nil, fmt.Errorf("kafka SASL mechanism %q not supported", o.SASLMechanism)
+		}
+		tr.SASL = mech
+	}
+	return &kafka.Writer{
+		Addr:                   kafka.TCP(o.Brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchSize:              o.BatchSize,
+		BatchBytes:             o.MaxMessageBytes * 4,
+		BatchTimeout:           o.BatchTimeout,
+		WriteTimeout:           o.WriteTimeout,
+		ReadTimeout:            o.WriteTimeout,
+		MaxAttempts:            3,
+		WriteBackoffMin:        50 * time.Millisecond,
+		WriteBackoffMax:        500 * time.Millisecond,
+		AllowAutoTopicCreation: false,
+		Transport:              tr,
+		Completion:             complete,
+	}, nil
+}
+
+// New builds a Publisher.
+func New(o Options) (*Publisher, error) {
+	w, err := NewWriter(o)
+	if err != nil {
+		return nil, err
+	}
+	max := o.MaxMessageBytes
+	if max <= 0 {
+		max = 1 << 20
+	}
+	return &Publisher{w: w, max: max}, nil
+}
+
+// Writer exposes the underlying kafka-go Writer (tests check its settings).
+func (p *Publisher) Writer() *kafka.Writer { return p.w }
+
+// Close flushes and closes the Writer.
+func (p *Publisher) Close() error { return p.w.Close() }
+
+// Result is the outcome of one message.
+type Result struct {
+	Partition int32 // -1 when unknown
+	Offset    int64 // -1 when unknown
+	Err       error
+}
+
+// slot receives the partition/offset from the Writer's Completion callback.
+type slot struct {
+	partition int32
+	offset    int64
+	done      bool
+}
+
+func complete(msgs []kafka.Message, err error) {
+	if err != nil {
+		return
+	}
+	for i := range msgs {
+		if s, ok := msgs[i].WriterData.(*slot); ok {
+			s.partition, s.offset, s.done = int32(msgs[i].Partition), msgs[i].Offset, true
+		}
+	}
+}
+
+// Publish writes msgs (already in per-aggregate order) and returns one Result per
+// message. Messages are grouped by topic and each topic is written with its own
+// WriteMessages call, concurrently, so one missing topic fails only its own messages.
+func (p *Publisher) Publish(ctx context.Context, msgs []kafka.Message) []Result {
+	res := make([]Result, len(msgs))
+	slots := make([]slot, len(msgs))
+	byTopic := map[string][]int{}
+	var order []string
+	for i := range msgs {
+		res[i] = Result{Partition: -1, Offset: -1}
+		if size := Size(msgs[i]); size > p.max {
+			res[i].Err = kafka.MessageTooLargeError{Message: msgs[i]}
+			continue
+		}
+		msgs[i].WriterData = &slots[i]
+		t := msgs[i].Topic
+		if _, ok := byTopic[t]; !ok {
+			order = append(order, t)
+		}
+		byTopic[t] = append(byTopic[t], i)
+	}
+	var wg sync.WaitGroup
+	for _, topic := range order {
+		idx := byTopic[topic]
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			p.writeTopic(ctx, msgs, idx, res)
+		}()
+	}
+	wg.Wait()
+	for i := range msgs {
+		if res[i].Err == nil && slots[i].done {
+			res[i].Partition, res[i].Offset = slots[i].partition, slots[i].offset
+		}
+	}
+	return res
+}
+
+func (p *Publisher) writeTopic(ctx context.Context, msgs []kafka.Message, idx []int, res []Result) {
+	batch := make([]kafka.Message, len(idx))
+	for j, i := range idx {
+		batch[j] = msgs[i]
+	}
+	err := p.w.WriteMessages(ctx, batch...)
+	if err == nil {
+		return
+	}
+	var werrs kafka.WriteErrors
+	if errors.As(err, &werrs) && len(werrs) == len(batch) {
+		var tooLarge []int
+		for j, e := range werrs {
+			res[idx[j]].Err = e
+			if c, code := Classify(e); c == Permanent && code == CodeMessageTooLarge {
+				tooLarge = append(tooLarge, j)
+			}
+		}
+		// The broker refuses a whole record batch as too large: find out which single
+		// messages are at fault instead of killing the whole batch.
+		if len(tooLarge) > 1 {
+			for _, j := range tooLarge {
+				res[idx[j]].Err = p.w.WriteMessages(ctx, batch[j])
+			}
+		}
+		return
+	}
+	for _, i := range idx {
+		res[i].Err = err
+	}
+}
+
+// Size approximates the Kafka record size of m (key, value, headers, overhead).
+func Size(m kafka.Message) int64 {
+	n := int64(len(m.Key) + len(m.Value) + 32)
+	for _, h := range m.Headers {
+		n += int64(len(h.Key) + len(h.Value) + 8)
+	}
+	return n
+}
+
+// BadEventError is a per-event data problem found before publishing; the row goes
+// DEAD with Code without anything being sent.
+type BadEventError struct {
+	Code string
+	Msg  string
+}
+
+func (e *BadEventError) Error() string { return e.Code + ": " + e.Msg }
+
+// Contract header names (design.md section 5).
+const (
+	HeaderEventID          = "event_id"
+	HeaderEventType        = "event_type"
+	HeaderEventVersion     = "event_version"
+	HeaderAggregateType    = "aggregate_type"
+	HeaderAggregateID      = "aggregate_id"
+	HeaderAggregateVersion = "aggregate_version"
+)
+
+// Message maps a claimed row to a Kafka message: topic = destination, key =
+// message_key, value = payload bytes, headers = the contract headers plus every pair
+// of the headers column (an object of strings; contract headers cannot be overridden).
+func Message(r *store.Row) (kafka.Message, error) {
+	if strings.TrimSpace(r.Destination) == "" {
+		return kafka.Message{}, &BadEventError{CodeEmptyDestination, "destination (topic) is empty"}
+	}
+	if err := validTopic(r.Destination); err != nil {
+		return kafka.Message{}, &BadEventError{CodeInvalidTopic, err.Error()}
+	}
+	if r.Payload == nil {
+		return kafka.Message{}, &BadEventError{CodeInvalidPayload, "payload is NULL"}
+	}
+	hdrs := []kafka.Header{
+		{Key: HeaderEventID, Value: []byte(r.EventID)},
+		{Key: HeaderEventType, Value: []byte(r.EventType)},
+		{Key: HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
+		{Key: HeaderAggregateType, Value: []byte(r.AggregateType)},
+		{Key: HeaderAggregateID, Value: []byte(r.AggregateID)},
+		{Key: HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
+	}
+	if len(r.Headers) > 0 && string(r.Headers) != "null" {
+		extra, err := parseHeaders(r.Headers)
+		if err != nil {
+			return kafka.Message{}, &BadEventError{CodeInvalidHeaders, err.Error()}
+		}
+		for _, kv := range extra {
+			hdrs = append(hdrs, kafka.Header{Key: kv[0], Value: []byte(kv[1])})
+		}
+	}
+	return kafka.Message{Topic: r.Destination, Key: []byte(r.MessageKey), Value: r.Payload, Headers: hdrs}, nil
+}
+
+var reserved = map[string]bool{HeaderEventID: true, HeaderEventType: true, HeaderEventVersion: true,
+	HeaderAggregateType: true, HeaderAggregateID: true, HeaderAggregateVersion: true}
+
+// parseHeaders accepts only a JSON object whose values are all strings, and returns
+// the pairs in a deterministic (document) order.
+func parseHeaders(raw []byte) ([][2]string, error) {
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	tok, err := dec.Token()
+	if err != nil {
+		return nil, fmt.Errorf("headers are not valid JSON: %v", err)
+	}
+	if d, ok := tok.(json.Delim); !ok || d != '{' {
+		return nil, errors.New("headers must be a JSON object of string values")
+	}
+	var out [][2]string
+	for dec.More() {
+		kt, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("headers are not valid JSON: %v", err)
+		}
+		k := kt.(string)
+		vt, err := dec.Token()
+		if err != nil {
+			return nil, fmt.Errorf("headers are not valid JSON: %v", err)
+		}
+		v, ok := vt.(string)
+		if !ok {
+			return nil, fmt.Errorf("header %q is not a string (headers must be an object of string values)", k)
+		}
+		if k == "" {
+			return nil, errors.New("header with an empty name")
+		}
+		if reserved[k] {
+			return nil, fmt.Errorf("header %q is reserved for the relay's contract headers", k)
+		}
+		out = append(out, [2]string{k, v})
+	}
+	return out, nil
+}
+
+// validTopic applies Kafka's topic name rules (legal characters, length), so a bad
+// destination goes DEAD with a clear reason instead of failing every retry.
+func validTopic(t string) error {
+	if len(t) > 249 {
+		return fmt.Errorf("topic name %q is longer than 249 characters", t)
+	}
+	if t == "." || t == ".." {
+		return fmt.Errorf("topic name %q is not allowed", t)
+	}
+	for _, c := range t {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return fmt.Errorf("topic name %q has illegal character %q (allowed: a-z A-Z 0-9 . _ -)", t, c)
+		}
+	}
+	return nil
+}
