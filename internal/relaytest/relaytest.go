@@ -142,3 +142,8 @@ func CountStatus(t testing.TB, db *sql.DB) map[string]int {
 	}
 	return m
 }
+
+// MigrateDefault migrates public.outbox_event into db.
+func MigrateDefault(db *sql.DB) error {
+	return schema.Migrate(context.Background(), db, DefaultTable, schema.Options{})
+}
