@@ -186,7 +186,15 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	if err != nil {
 		return &ConfigError{err}
 	}
-	defer pub.Close()
+	defer func() {
+		// Close waits for kafka-go's in-flight batches; never let it hold up the exit.
+		done := make(chan struct{})
+		go func() { _ = pub.Close(); close(done) }()
+		select {
+		case <-done:
+		case <-time.After(2 * time.Second):
+		}
+	}()
 
 	m := metrics.New(cfg.Pipeline)
 	h := health.New(cfg.Lease + 2*cfg.PollInterval + 30*time.Second)

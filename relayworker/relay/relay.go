@@ -312,8 +312,9 @@ func (r *Relay) process(work context.Context, token string, rows []store.Row, de
 			results := r.pub.Publish(pubCtx, msgs)
 			cancel()
 			r.m.PublishLatency.Observe(time.Since(t0).Seconds())
+			shutdown := work.Err() != nil
 			for k, res := range results {
-				r.classify(&rows[idx[k]], res, &out)
+				r.classify(&rows[idx[k]], res, &out, shutdown)
 			}
 		}
 	}
@@ -330,7 +331,7 @@ func (o *outcome) holds(id string) bool {
 	return false
 }
 
-func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome) {
+func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutdown bool) {
 	if res.Err == nil {
 		out.sent = append(out.sent, store.Sent{EventID: row.EventID, Partition: res.Partition, Offset: res.Offset})
 		return
@@ -357,6 +358,12 @@ func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome) {
 		return
 	case publish.Unknown:
 		r.m.SendUnknown.WithLabelValues(row.Destination).Inc()
+		if shutdown {
+			// Abandoned at shutdown: hand the row back for an immediate re-send by
+			// another worker (a duplicate is possible and allowed) instead of a backoff.
+			out.release = append(out.release, row.EventID)
+			return
+		}
 	}
 	out.retry = append(out.retry, store.Failure{EventID: row.EventID, Code: code, Message: msg,
 		Delay: r.cfg.Backoff.Delay(attempt)})
