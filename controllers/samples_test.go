@@ -1,0 +1,57 @@
+package controllers
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"os"
+	"path/filepath"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+)
+
+var _ = Describe("config/samples", func() {
+	It("pass the CRD validation and reconcile", func() {
+		ns := newNamespace()
+		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "outbox_*.yaml"))
+		Expect(err).NotTo(HaveOccurred())
+		Expect(files).To(HaveLen(3))
+		kinds := map[string]int{}
+		for _, f := range files {
+			b, err := os.ReadFile(f)
+			Expect(err).NotTo(HaveOccurred())
+			dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(b), 4096)
+			for {
+				u := &unstructured.Unstructured{}
+				if err := dec.Decode(&u.Object); errors.Is(err, io.EOF) {
+					break
+				} else {
+					Expect(err).NotTo(HaveOccurred(), f)
+				}
+				if len(u.Object) == 0 {
+					continue
+				}
+				u.SetNamespace(ns)
+				Expect(k8sClient.Create(suiteCtx, u)).To(Succeed(), "%s: %s/%s", f, u.GetKind(), u.GetName())
+				kinds[u.GetKind()]++
+			}
+		}
+		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 1))
+		Expect(kinds).To(HaveKeyWithValue("DeadLetterReplay", 1))
+		Expect(kinds).To(HaveKeyWithValue("RetentionPolicy", 1))
+
+		By("the sample pipeline gets its Deployment (its database is not reachable here)")
+		Eventually(func(g Gomega) {
+			var p outboxv1.OutboxPipeline
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "orders"}, &p)).To(Succeed())
+			g.Expect(p.Status.DeploymentName).To(Equal("orders-relay"))
+			g.Expect(p.Spec.Source.Migrate).To(BeTrue())
+		}).Should(Succeed())
+	})
+})
