@@ -464,12 +464,13 @@ func ReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 }
 
 // DesiredReplayJob renders the Job of a replay. Both arguments must carry defaults.
-// The Job gets the Kafka settings too, so the worker may publish directly or hand
-// rows back to the relay, whichever its implementation does.
+// `relayworker replay` hands DEAD rows back to the relay (original event_id) at the
+// given rate and watches them settle; it never talks to Kafka, so the Job gets the
+// database settings only.
 func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, defaultImage string) *batchv1.Job {
 	labels := commonLabels(p.Name, "replay")
 	labels["outbox.dev/replay"] = r.Name
-	envs := append(sourceEnv(p), kafkaEnv(p)...)
+	envs := sourceEnv(p)
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{

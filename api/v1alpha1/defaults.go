@@ -16,27 +16,27 @@ import (
 // markers; these let Go code (controllers, tests) treat an object that never went
 // through the API server the same way.
 const (
-	DefaultSchema                    = "public"
-	DefaultTable                     = "outbox_event"
-	DefaultReplicas            int32 = 2
-	DefaultBatchSize           int32 = 500
-	DefaultLease                     = 30 * time.Second
-	DefaultPollInterval              = time.Second
-	DefaultMaxAttempts         int32 = 12
-	DefaultMinBackoff                = 500 * time.Millisecond
-	DefaultMaxBackoff                = 5 * time.Minute
-	DefaultUnknownTopicGrace         = 5 * time.Minute
-	DefaultLogLevel                  = "info"
-	DefaultStatusInterval            = 15 * time.Second
-	DefaultOldestPendingAge          = 5 * time.Minute
-	DefaultDeadGrowthWindow          = 15 * time.Minute
-	DefaultReplayRate          int32 = 100
-	DefaultCanarySize          int32 = 10
-	DefaultMaxNewDeadPercent   int32 = 10
-	DefaultRetentionSchedule         = "15 * * * *"
-	DefaultSentRetention             = 168 * time.Hour
-	DefaultDeadRetention             = 720 * time.Hour
-	DefaultRetentionBatchSize  int32 = 1000
+	DefaultSchema                   = "public"
+	DefaultTable                    = "outbox_event"
+	DefaultReplicas           int32 = 2
+	DefaultBatchSize          int32 = 500
+	DefaultLease                    = 30 * time.Second
+	DefaultPollInterval             = time.Second
+	DefaultMaxAttempts        int32 = 12
+	DefaultMinBackoff               = 500 * time.Millisecond
+	DefaultMaxBackoff               = 5 * time.Minute
+	DefaultUnknownTopicGrace        = 5 * time.Minute
+	DefaultLogLevel                 = "info"
+	DefaultStatusInterval           = 15 * time.Second
+	DefaultOldestPendingAge         = 5 * time.Minute
+	DefaultDeadGrowthWindow         = 15 * time.Minute
+	DefaultReplayRate         int32 = 100
+	DefaultCanarySize         int32 = 10
+	DefaultMaxNewDeadPercent  int32 = 10
+	DefaultRetentionSchedule        = "15 * * * *"
+	DefaultSentRetention            = 168 * time.Hour
+	DefaultDeadRetention            = 720 * time.Hour
+	DefaultRetentionBatchSize int32 = 1000
 )
 
 func dur(p **metav1.Duration, d time.Duration) {
