@@ -3,12 +3,16 @@ package controllers
 import (
 	"context"
 	"database/sql"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
@@ -20,6 +24,7 @@ import (
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+	"sigs.k8s.io/yaml"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
@@ -65,7 +70,11 @@ var _ = BeforeSuite(func() {
 	k8sClient, err = client.New(cfg, client.Options{Scheme: scheme})
 	Expect(err).NotTo(HaveOccurred())
 
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+	// The manager runs as a ServiceAccount bound to the generated ClusterRole
+	// (config/rbac/role.yaml), so every spec also proves the RBAC markers suffice,
+	// e.g. Secrets are only ever fetched with "get", never listed or watched.
+	mgrCfg := managerConfigWithGeneratedRBAC()
+	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
@@ -99,6 +108,26 @@ var _ = AfterSuite(func() {
 })
 
 func ptrTo[T any](v T) *T { return &v }
+
+func managerConfigWithGeneratedRBAC() *rest.Config {
+	b, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	Expect(err).NotTo(HaveOccurred())
+	var role rbacv1.ClusterRole
+	Expect(yaml.Unmarshal(b, &role)).To(Succeed())
+	role.Name = "outbox-operator-manager-role-under-test"
+	Expect(k8sClient.Create(suiteCtx, &role)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "outbox-system"}})).To(Succeed())
+	sa := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "outbox-system", Name: "controller-manager"}}
+	Expect(k8sClient.Create(suiteCtx, sa)).To(Succeed())
+	Expect(k8sClient.Create(suiteCtx, &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: role.Name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Namespace: sa.Namespace, Name: sa.Name}},
+	})).To(Succeed())
+	c := rest.CopyConfig(cfg)
+	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:outbox-system:controller-manager"}
+	return c
+}
 
 // openDB opens a test database handle.
 func openDB(dsn string) *sql.DB {
