@@ -278,7 +278,7 @@ var _ = Describe("OutboxPipeline", func() {
 var _ = Describe("DeadLetterReplay and RetentionPolicy", func() {
 	It("reports a missing pipeline, then starts the Job when it appears and freezes the spec", func() {
 		ns := newNamespace()
-		dsn, _, _ := migratedDB()
+		dsn, db, table := migratedDB()
 		createSecret(ns, "db", map[string]string{"dsn": dsn})
 		r := &outboxv1.DeadLetterReplay{
 			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "fix"},
@@ -322,6 +322,25 @@ var _ = Describe("DeadLetterReplay and RetentionPolicy", func() {
 		err := k8sClient.Update(suiteCtx, cur)
 		Expect(err).To(HaveOccurred())
 		Expect(err.Error()).To(ContainSubstring("spec is immutable once the replay has started"))
+
+		By("status mirrors the Job and the worker's audit row")
+		replayID := getReplay().Status.ReplayID
+		Expect(replayID).To(HavePrefix(ns + "/fix/"))
+		_, err = db.Exec(`INSERT INTO `+table.WithSuffix("_replay_audit").Qualified()+
+			` (replay_id, requested_by, reason, selector, phase, matched, replayed, succeeded, dead_again)
+			  VALUES ($1, 'oncall', 'INC-1', '{}', 'Running', 5, 3, 2, 1)`, replayID)
+		Expect(err).NotTo(HaveOccurred())
+		now := metav1.Now()
+		job.Status.StartTime = &now
+		job.Status.Active = 1
+		Expect(k8sClient.Status().Update(suiteCtx, &job)).To(Succeed())
+		Eventually(getReplay, 20*time.Second).Should(And(
+			HaveField("Status.Phase", outboxv1.ReplayRunning),
+			HaveField("Status.Matched", int64(5)),
+			HaveField("Status.Replayed", int64(3)),
+			HaveField("Status.Succeeded", int64(2)),
+			HaveField("Status.DeadAgain", int64(1)),
+		))
 	})
 
 	It("renders the retention CronJob", func() {
