@@ -339,7 +339,9 @@ func latency(pg *pgtest.Server, b *kafkatest.Broker) (latResult, error) {
 		}
 	}
 	if len(lats) < total {
-		return latResult{}, fmt.Errorf("latency run: %d of %d events received", len(lats), total)
+		var st string
+		_ = db.QueryRow(`SELECT string_agg(status || '=' || n, ' ') FROM (SELECT status, count(*) n FROM outbox_event GROUP BY status) x`).Scan(&st)
+		return latResult{}, fmt.Errorf("latency run: %d of %d events received (table: %s, topic holds %d)", len(lats), total, st, b.Count(topic))
 	}
 	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
 	q := func(p float64) time.Duration { return lats[min(len(lats)-1, int(p*float64(len(lats))))] }

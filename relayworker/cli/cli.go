@@ -20,11 +20,13 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/relayworker/archive"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 	"github.com/outbox-operator/outbox-operator/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/relayworker/relay"
+	"github.com/outbox-operator/outbox-operator/relayworker/replay"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
@@ -42,8 +44,8 @@ const usage = `usage: relayworker <command> [flags]
 commands:
   migrate   create or complete the outbox table, indexes and side tables (idempotent)
   relay     claim, publish and mark outbox events
-  replay    (not implemented in this build)
-  archive   (not implemented in this build)
+  replay    hand selected DEAD events back to the relay (audited, rate-limited)
+  archive   archive or delete old SENT/DEAD rows and consumer-log rows
 
 Every flag also reads an environment variable; see docs/worker-contract.md.
 Run 'relayworker <command> -h' for the flags of a command.
@@ -71,8 +73,41 @@ func Run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 			return flagErr("relay", err, stdout)
 		}
 		return runRelay(ctx, cfg, newLogger(stderr, cfg.LogLevel, cfg.Pipeline, cfg.WorkerID))
-	case "replay", "archive":
-		return &ConfigError{fmt.Errorf("command %q is not implemented in this build", args[0])}
+	case "replay":
+		cfg, err := config.ParseReplay(args[1:], getenv)
+		if err != nil {
+			return flagErr("replay", err, stdout)
+		}
+		log := newLogger(stderr, cfg.LogLevel, cfg.Pipeline, "")
+		db, err := openDB(ctx, cfg.DSN, 2)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		res, err := (&replay.Replayer{DB: db, Cfg: cfg, Log: log}).Run(ctx)
+		if err != nil {
+			return err
+		}
+		log.Info("replay finished", "phase", res.Phase, "matched", res.Matched, "replayed", res.Replayed,
+			"succeeded", res.Succeeded, "deadAgain", res.DeadAgain)
+		return nil
+	case "archive":
+		cfg, err := config.ParseArchive(args[1:], getenv)
+		if err != nil {
+			return flagErr("archive", err, stdout)
+		}
+		log := newLogger(stderr, cfg.LogLevel, cfg.Pipeline, "")
+		db, err := openDB(ctx, cfg.DSN, 2)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		res, err := archive.Run(ctx, db, cfg, log)
+		if err != nil {
+			return err
+		}
+		log.Info("archive finished", "result", fmt.Sprintf("%+v", res))
+		return nil
 	default:
 		return &ConfigError{fmt.Errorf("unknown command %q (want migrate, relay, replay or archive)", args[0])}
 	}
