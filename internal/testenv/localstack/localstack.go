@@ -18,6 +18,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -187,6 +188,27 @@ func (s *Stack) RunDeployment(ctx context.Context, namespace, name string, repli
 		if err := s.startProc(pod.Name, cmd); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// RunJob plays kubelet for a Job the operator rendered: it runs the pod template's
+// first container to completion and returns its error (nil on exit code 0).
+func (s *Stack) RunJob(ctx context.Context, namespace, name string) error {
+	var j batchv1.Job
+	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &j); err != nil {
+		return fmt.Errorf("get job %s/%s: %w", namespace, name, err)
+	}
+	if len(j.Spec.Template.Spec.Containers) == 0 {
+		return fmt.Errorf("job %s/%s has no containers", namespace, name)
+	}
+	pod := podrunner.Pod{Name: name + "-0", Namespace: namespace}
+	cmd, err := podrunner.Command(ctx, s.Client, pod, j.Spec.Template.Spec.Containers[0], s.BinDir, prefixed(s.out, pod.Name+": "))
+	if err != nil {
+		return err
+	}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("job %s/%s: %w", namespace, name, err)
 	}
 	return nil
 }
