@@ -297,26 +297,28 @@ type OutboxPipelineStatus struct {
 	// +optional
 	Workers string `json:"workers,omitempty"`
 
-	// Pending is the number of PENDING rows (committed, not yet claimed).
+	// Pending is the number of PENDING rows (committed, not yet claimed). The counts are
+	// always present so `kubectl get` shows 0 rather than a blank; they are meaningful
+	// once lastCheckTime is set.
 	// +optional
-	Pending int64 `json:"pending,omitempty"`
+	Pending int64 `json:"pending"`
 
 	// Sending is the number of rows claimed by a worker right now.
 	// +optional
-	Sending int64 `json:"sending,omitempty"`
+	Sending int64 `json:"sending"`
 
 	// Retrying is the number of RETRY rows waiting for their backoff.
 	// +optional
-	Retrying int64 `json:"retrying,omitempty"`
+	Retrying int64 `json:"retrying"`
 
 	// ExpiredLeases is the number of SENDING rows whose lease has expired (their worker
 	// died or stalled; another worker will take them over).
 	// +optional
-	ExpiredLeases int64 `json:"expiredLeases,omitempty"`
+	ExpiredLeases int64 `json:"expiredLeases"`
 
 	// Dead is the number of DEAD rows still in the table.
 	// +optional
-	Dead int64 `json:"dead,omitempty"`
+	Dead int64 `json:"dead"`
 
 	// OldestPendingTime is the creation time of the oldest unpublished row (PENDING,
 	// SENDING or RETRY); now minus this is the publish lag. Empty when nothing waits.

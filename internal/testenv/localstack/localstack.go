@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -57,8 +59,10 @@ type Stack struct {
 	env *envtest.Environment
 	out io.Writer
 
-	mu    sync.Mutex
-	procs map[string]*exec.Cmd
+	mu       sync.Mutex
+	procs    map[string]*exec.Cmd
+	stopped  chan struct{}
+	stopOnce sync.Once
 }
 
 // Scheme knows the core kinds and the project's CRDs.
@@ -87,7 +91,7 @@ func Start(opts Options) (_ *Stack, err error) {
 	if opts.Partitions == 0 {
 		opts.Partitions = 3
 	}
-	s := &Stack{Root: root, WorkDir: opts.WorkDir, BinDir: filepath.Join(opts.WorkDir, "bin"), out: opts.Out, procs: map[string]*exec.Cmd{}}
+	s := &Stack{Root: root, WorkDir: opts.WorkDir, BinDir: filepath.Join(opts.WorkDir, "bin"), out: opts.Out, procs: map[string]*exec.Cmd{}, stopped: make(chan struct{})}
 	defer func() {
 		if err != nil {
 			s.Stop()
@@ -169,9 +173,14 @@ func (s *Stack) RunDeployment(ctx context.Context, namespace, name string, repli
 	if len(spec.Containers) == 0 {
 		return fmt.Errorf("deployment %s/%s has no containers", namespace, name)
 	}
-	local := []string{"RELAY_METRICS_ADDR=127.0.0.1:0", "RELAY_HEALTH_ADDR=127.0.0.1:0"}
+	var healthAddrs []string
 	for i := 0; i < replicas; i++ {
 		pod := podrunner.Pod{Name: fmt.Sprintf("%s-%d", name, i), Namespace: namespace}
+		healthAddr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		local := []string{"RELAY_METRICS_ADDR=127.0.0.1:0", "RELAY_HEALTH_ADDR=" + healthAddr}
 		for _, ic := range spec.InitContainers {
 			cmd, err := podrunner.Command(ctx, s.Client, pod, ic, s.BinDir, prefixed(s.out, pod.Name+"/"+ic.Name+": "), local...)
 			if err != nil {
@@ -188,8 +197,56 @@ func (s *Stack) RunDeployment(ctx context.Context, namespace, name string, repli
 		if err := s.startProc(pod.Name, cmd); err != nil {
 			return err
 		}
+		healthAddrs = append(healthAddrs, healthAddr)
 	}
+	go s.reportDeploymentStatus(types.NamespacedName{Namespace: namespace, Name: name}, healthAddrs)
 	return nil
+}
+
+// reportDeploymentStatus plays the Deployment controller's part for the local pods:
+// it probes each worker's /readyz and writes the ready count into the Deployment's
+// status, which is what the operator reads for READY and WORKERS.
+func (s *Stack) reportDeploymentStatus(key types.NamespacedName, healthAddrs []string) {
+	last := -1
+	hc := &http.Client{Timeout: time.Second}
+	for {
+		ready := 0
+		for _, addr := range healthAddrs {
+			if resp, err := hc.Get("http://" + addr + "/readyz"); err == nil {
+				if resp.StatusCode == http.StatusOK {
+					ready++
+				}
+				resp.Body.Close()
+			}
+		}
+		if ready != last {
+			var d appsv1.Deployment
+			if err := s.Client.Get(context.Background(), key, &d); err == nil {
+				d.Status.ObservedGeneration = d.Generation
+				d.Status.Replicas = int32(len(healthAddrs))
+				d.Status.UpdatedReplicas = int32(len(healthAddrs))
+				d.Status.ReadyReplicas = int32(ready)
+				d.Status.AvailableReplicas = int32(ready)
+				if err := s.Client.Status().Update(context.Background(), &d); err == nil {
+					last = ready
+				}
+			}
+		}
+		select {
+		case <-s.stopped:
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }
 
 // RunJob plays kubelet for a Job the operator rendered: it runs the pod template's
@@ -252,6 +309,7 @@ func (s *Stack) StopProc(name string, timeout time.Duration) error {
 
 // Stop ends every process and component; safe to call more than once.
 func (s *Stack) Stop() {
+	s.stopOnce.Do(func() { close(s.stopped) })
 	s.mu.Lock()
 	var names []string
 	for n := range s.procs {
