@@ -4,8 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"fmt"
-	"os"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -20,25 +18,12 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = pgtest.Start(pgtest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 // setup returns a store for group "points" and a business table points(user_id, total).
 func setup(t *testing.T) (*sql.DB, *inbox.Store) {
 	t.Helper()
-	db, err := sql.Open("postgres", srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	_, db := srv.OpenDatabase(t)
 	ctx := context.Background()
 	if err := inbox.Migrate(ctx, db, "public"); err != nil {
 		t.Fatal(err)

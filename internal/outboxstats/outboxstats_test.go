@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"errors"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -16,17 +15,7 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	srv, err = pgtest.Start(pgtest.Options{})
-	if err != nil {
-		println("pgtest:", err.Error())
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 func insert(t *testing.T, db *sql.DB, tbl pgident.Table, id, status string, extra string) {
 	t.Helper()

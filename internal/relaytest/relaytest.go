@@ -7,7 +7,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -21,17 +20,7 @@ import (
 var PG *pgtest.Server
 
 // Main starts one private PostgreSQL for the test binary, runs the tests, stops it.
-func Main(m *testing.M) {
-	srv, err := pgtest.Start(pgtest.Options{})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "relaytest:", err)
-		os.Exit(1)
-	}
-	PG = srv
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func Main(m *testing.M) { pgtest.Main(m, &PG) }
 
 // DefaultTable is public.outbox_event.
 var DefaultTable = pgident.Table{Schema: "public", Name: "outbox_event"}
@@ -40,12 +29,7 @@ var DefaultTable = pgident.Table{Schema: "public", Name: "outbox_event"}
 // DSN and an open handle (closed at test end).
 func NewDB(t testing.TB) (string, *sql.DB) {
 	t.Helper()
-	dsn := PG.NewDatabase(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	dsn, db := PG.OpenDatabase(t)
 	if err := schema.Migrate(context.Background(), db, DefaultTable, schema.Options{}); err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,6 @@ package schema
 import (
 	"context"
 	"database/sql"
-	"os"
 	"strings"
 	"sync"
 	"testing"
@@ -17,25 +16,11 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	srv, err = pgtest.Start(pgtest.Options{})
-	if err != nil {
-		println(err.Error())
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 func open(t *testing.T) *sql.DB {
 	t.Helper()
-	db, err := sql.Open("postgres", srv.NewDatabase(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	_, db := srv.OpenDatabase(t)
 	return db
 }
 
@@ -102,12 +87,7 @@ func TestPlainInsertOfNineColumns(t *testing.T) {
 }
 
 func TestNotifyTriggerWakesListener(t *testing.T) {
-	dsn := srv.NewDatabase(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
+	dsn, db := srv.OpenDatabase(t)
 	tb, _ := pgident.NewTable("public", "ob")
 	if err := Migrate(context.Background(), db, tb, Options{NotifyTrigger: true}); err != nil {
 		t.Fatal(err)

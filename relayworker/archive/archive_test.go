@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"os"
 	"testing"
 	"time"
 
@@ -18,25 +17,11 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = pgtest.Start(pgtest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 func setup(t *testing.T, mode string) (*sql.DB, *config.Archive) {
 	t.Helper()
-	dsn := srv.NewDatabase(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	dsn, db := srv.OpenDatabase(t)
 	tb, _ := pgident.NewTable("public", "outbox_event")
 	if err := schema.Migrate(context.Background(), db, tb, schema.Options{}); err != nil {
 		t.Fatal(err)
@@ -150,9 +135,7 @@ func TestDeleteModeAndConsumerLog(t *testing.T) {
 }
 
 func TestMissingTableIsOneClearError(t *testing.T) {
-	dsn := srv.NewDatabase(t)
-	db, _ := sql.Open("postgres", dsn)
-	defer db.Close()
+	dsn, db := srv.OpenDatabase(t)
 	cfg, err := config.ParseArchive([]string{"--dsn", dsn}, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -20,27 +19,13 @@ import (
 
 var srv *pgtest.Server
 
-func TestMain(m *testing.M) {
-	var err error
-	if srv, err = pgtest.Start(pgtest.Options{}); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(1)
-	}
-	code := m.Run()
-	_ = srv.Stop()
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
 
 func noEnv(string) (string, bool) { return "", false }
 
 func setup(t *testing.T) (*sql.DB, string) {
 	t.Helper()
-	dsn := srv.NewDatabase(t)
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
+	dsn, db := srv.OpenDatabase(t)
 	tb, _ := pgident.NewTable("public", "outbox_event")
 	if err := schema.Migrate(context.Background(), db, tb, schema.Options{}); err != nil {
 		t.Fatal(err)

@@ -105,11 +105,39 @@ func (s *Server) CreateDatabase(ctx context.Context, prefix string) (string, err
 	return s.DSN(name), nil
 }
 
-// TB is the part of testing.TB that NewDatabase needs.
+// TB is the part of testing.TB that the per-test helpers need.
 type TB interface {
 	Helper()
 	Fatalf(format string, args ...any)
 	Name() string
+	Cleanup(func())
+}
+
+// Main is a whole TestMain: it starts a private server into *srv, runs the package's
+// tests, stops the server and exits with the tests' status.
+func Main(m interface{ Run() int }, srv **Server) {
+	s, err := Start(Options{})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	*srv = s
+	code := m.Run()
+	_ = s.Stop()
+	os.Exit(code)
+}
+
+// OpenDatabase creates a database for t and returns its DSN and a handle that is
+// closed when t ends.
+func (s *Server) OpenDatabase(t TB) (string, *sql.DB) {
+	t.Helper()
+	dsn := s.NewDatabase(t)
+	db, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatalf("%v", err)
+	}
+	t.Cleanup(func() { db.Close() })
+	return dsn, db
 }
 
 // NewDatabase creates a database named after the test and returns its DSN; it fails
