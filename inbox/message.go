@@ -12,17 +12,18 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/segmentio/kafka-go"
 )
 
 // Header names the relay sets on every message (design.md section 5).
 const (
-	HeaderEventID          = "event_id"
-	HeaderEventType        = "event_type"
-	HeaderEventVersion     = "event_version"
-	HeaderAggregateType    = "aggregate_type"
-	HeaderAggregateID      = "aggregate_id"
-	HeaderAggregateVersion = "aggregate_version"
+	HeaderEventID          = schema.HeaderEventID
+	HeaderEventType        = schema.HeaderEventType
+	HeaderEventVersion     = schema.HeaderEventVersion
+	HeaderAggregateType    = schema.HeaderAggregateType
+	HeaderAggregateID      = schema.HeaderAggregateID
+	HeaderAggregateVersion = schema.HeaderAggregateVersion
 )
 
 // ErrInvalidMessage marks a message that lacks the relay's contract headers.

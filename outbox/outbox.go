@@ -76,8 +76,13 @@ func Default() *Publisher {
 	return p
 }
 
-var reservedHeaders = map[string]bool{"event_id": true, "event_type": true, "event_version": true,
-	"aggregate_type": true, "aggregate_id": true, "aggregate_version": true}
+var reservedHeaders = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range schema.ContractHeaders {
+		m[h] = true
+	}
+	return m
+}()
 
 // Validate checks one event and returns an error wrapping ErrInvalidEvent.
 func (e *Event) Validate() error {

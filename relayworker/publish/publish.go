@@ -35,6 +35,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
@@ -264,12 +265,12 @@ func (e *BadEventError) Error() string { return e.Code + ": " + e.Msg }
 
 // Contract header names (design.md section 5).
 const (
-	HeaderEventID          = "event_id"
-	HeaderEventType        = "event_type"
-	HeaderEventVersion     = "event_version"
-	HeaderAggregateType    = "aggregate_type"
-	HeaderAggregateID      = "aggregate_id"
-	HeaderAggregateVersion = "aggregate_version"
+	HeaderEventID          = schema.HeaderEventID
+	HeaderEventType        = schema.HeaderEventType
+	HeaderEventVersion     = schema.HeaderEventVersion
+	HeaderAggregateType    = schema.HeaderAggregateType
+	HeaderAggregateID      = schema.HeaderAggregateID
+	HeaderAggregateVersion = schema.HeaderAggregateVersion
 )
 
 // Message maps a claimed row to a Kafka message: topic = destination, key =
