@@ -169,9 +169,7 @@ func (r *Relay) Run(ctx context.Context) error {
 			}
 			r.health.SetReady(false, reason)
 			r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", failures)
-			if !sleep(ctx, delay) {
-				continue
-			}
+			sleep(ctx, delay) // cut short by the stop signal, which the loop head handles
 			continue
 		}
 		if failures > 0 {
@@ -196,14 +194,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 }
 
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits for d or until ctx ends, whichever comes first.
+func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():
-		return false
 	case <-t.C:
-		return true
 	}
 }
 
@@ -274,16 +271,22 @@ func (r *Relay) process(work context.Context, token string, rows []store.Row, de
 	})
 	msgs := make([]kafka.Message, 0, len(rows))
 	idx := make([]int, 0, len(rows))
+	// prevHeld: rows[i-1] was released by the order guard, so its successors in the
+	// same aggregate must wait too. Only the direct predecessor matters: rows are
+	// sorted, and a held row holds every later version of its aggregate in turn.
+	prevHeld := false
 	for i := range rows {
 		row := &rows[i]
 		if i > 0 {
 			prev := &rows[i-1]
 			if prev.AggregateType == row.AggregateType && prev.AggregateID == row.AggregateID &&
-				(prev.Destination != row.Destination || prev.MessageKey != row.MessageKey || out.holds(prev.EventID)) {
+				(prev.Destination != row.Destination || prev.MessageKey != row.MessageKey || prevHeld) {
 				out.release = append(out.release, row.EventID)
+				prevHeld = true
 				continue
 			}
 		}
+		prevHeld = false
 		msg, err := publish.Message(row)
 		if err != nil {
 			var bad *publish.BadEventError
@@ -319,16 +322,6 @@ func (r *Relay) process(work context.Context, token string, rows []store.Row, de
 		}
 	}
 	r.mark(token, &out)
-}
-
-// holds reports whether id is already scheduled for release (its successors follow).
-func (o *outcome) holds(id string) bool {
-	for _, x := range o.release {
-		if x == id {
-			return true
-		}
-	}
-	return false
 }
 
 func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutdown bool) {
@@ -413,29 +406,27 @@ func (r *Relay) mark(token string, out *outcome) {
 }
 
 func (r *Relay) markRetry(ctx context.Context, token string, maxAttempts int, fs []store.Failure, dest map[string]string) (int64, error) {
-	{
-		deadIDs, n, err := r.store.MarkRetry(ctx, token, maxAttempts, fs)
-		if err != nil {
-			r.m.Errors.WithLabelValues("mark").Inc()
-			r.log.Error(err, "mark RETRY failed", "rows", len(fs))
-			return 0, err
-		}
-		dead := map[string]bool{}
-		for _, id := range deadIDs {
-			dead[id] = true
-		}
-		for _, f := range fs {
-			if dead[f.EventID] {
-				r.m.SendDead.WithLabelValues(dest[f.EventID], store.CodeMaxAttempts).Inc()
-				r.log.Info("attempts used up; event is DEAD", "eventId", f.EventID, "code", f.Code)
-			} else {
-				r.m.SendRetry.WithLabelValues(dest[f.EventID], f.Code).Inc()
-			}
-		}
-		r.log.V(1).Info("publish failed; scheduled retry", "rows", len(fs), "code", fs[0].Code,
-			"eventId", fs[0].EventID, "delay", fs[0].Delay.String())
-		return n, nil
+	deadIDs, n, err := r.store.MarkRetry(ctx, token, maxAttempts, fs)
+	if err != nil {
+		r.m.Errors.WithLabelValues("mark").Inc()
+		r.log.Error(err, "mark RETRY failed", "rows", len(fs))
+		return 0, err
 	}
+	dead := map[string]bool{}
+	for _, id := range deadIDs {
+		dead[id] = true
+	}
+	for _, f := range fs {
+		if dead[f.EventID] {
+			r.m.SendDead.WithLabelValues(dest[f.EventID], store.CodeMaxAttempts).Inc()
+			r.log.Info("attempts used up; event is DEAD", "eventId", f.EventID, "code", f.Code)
+		} else {
+			r.m.SendRetry.WithLabelValues(dest[f.EventID], f.Code).Inc()
+		}
+	}
+	r.log.V(1).Info("publish failed; scheduled retry", "rows", len(fs), "code", fs[0].Code,
+		"eventId", fs[0].EventID, "delay", fs[0].Delay.String())
+	return n, nil
 }
 
 func (r *Relay) markDeadAndRelease(ctx context.Context, token string, out *outcome) {
