@@ -8,6 +8,7 @@ package controllers
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"strings"
@@ -17,12 +18,14 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
@@ -245,4 +248,62 @@ func requeueBackoff(since time.Time, now time.Time) time.Duration {
 		d = 5 * time.Minute
 	}
 	return d
+}
+
+// The shared ends of every Reconcile: turning a user-fixable problem into a condition,
+// and writing the status once. Each reconciler's Reconcile is then fetch -> work ->
+// settle problems -> write status, and the three kinds cannot drift apart.
+
+// asRefProblem splits a non-nil phase error: a *refProblem (a user-fixable problem that
+// belongs in the status) is returned first; anything else comes back as the error, for
+// controller-runtime's own retry with backoff.
+func asRefProblem(err error) (*refProblem, error) {
+	var problem *refProblem
+	if errors.As(err, &problem) {
+		return problem, nil
+	}
+	return nil, err
+}
+
+// resultForRefProblem settles a non-nil phase error of a kind whose only condition about
+// references is Ready: a *refProblem becomes Ready=False with its reason and message, and
+// a requeue that backs off while the same reason persists (only a human can fix it, so
+// hot-looping helps no one). Other errors are returned unchanged.
+func resultForRefProblem(err error, conds *[]metav1.Condition, gen int64) (ctrl.Result, error) {
+	problem, err := asRefProblem(err)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := time.Now()
+	since := now
+	if c := meta.FindStatusCondition(*conds, outboxv1.ConditionReady); c != nil && c.Reason == problem.Reason {
+		since = c.LastTransitionTime.Time
+	}
+	setCondition(conds, gen, outboxv1.ConditionReady, metav1.ConditionFalse, problem.Reason, problem.Message)
+	return ctrl.Result{RequeueAfter: requeueBackoff(since, now)}, nil
+}
+
+// conditionedStatus is a status type (used through its pointer) that has conditions.
+type conditionedStatus[S any] interface {
+	*S
+	GetConditions() []metav1.Condition
+}
+
+// patchStatusIfChanged writes desired into obj's status subresource when it differs from
+// live (a pointer to obj's status as fetched), then records an Event for every condition
+// transition. Skipping unchanged writes keeps a steady state free of API traffic and of
+// resourceVersion churn that would wake watchers.
+func patchStatusIfChanged[S any, PS conditionedStatus[S]](ctx context.Context, c client.Client, rec events.EventRecorder,
+	obj client.Object, live, desired PS) error {
+	if equality.Semantic.DeepEqual(live, desired) {
+		return nil
+	}
+	before := live.GetConditions()
+	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
+	*live = *desired
+	if err := c.Status().Patch(ctx, obj, patch, client.FieldOwner(FieldOwner)); err != nil {
+		return fmt.Errorf("update status: %w", err)
+	}
+	emitTransitions(rec, obj, before, desired.GetConditions())
+	return nil
 }

@@ -8,15 +8,12 @@ package controllers
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
@@ -56,34 +53,20 @@ func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Req
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	rd := rp.WithDefaults()
-	before := rp.Status.DeepCopy()
 	st := rp.Status.DeepCopy()
 	st.ObservedGeneration = rp.Generation
 	if st.Phase == "" {
 		st.Phase = outboxv1.ReplayPending
 	}
 
-	result, err := r.reconcile(ctx, rd, st)
+	result, err := r.reconcile(ctx, rp.WithDefaults(), st)
 	if err != nil {
-		var problem *refProblem
-		if !errors.As(err, &problem) {
+		if result, err = resultForRefProblem(err, &st.Conditions, rp.Generation); err != nil {
 			return ctrl.Result{}, err
 		}
-		since := time.Now()
-		if c := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionReady); c != nil && c.Reason == problem.Reason {
-			since = c.LastTransitionTime.Time
-		}
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, problem.Reason, problem.Message)
-		result = ctrl.Result{RequeueAfter: requeueBackoff(since, time.Now())}
 	}
-	if !equality.Semantic.DeepEqual(before, st) {
-		patch := client.MergeFrom(rp.DeepCopy())
-		rp.Status = *st
-		if err := r.Status().Patch(ctx, &rp, patch, client.FieldOwner(FieldOwner)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
-		}
-		emitTransitions(r.Recorder, &rp, before.Conditions, st.Conditions)
+	if err := patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st); err != nil {
+		return ctrl.Result{}, err
 	}
 	return result, nil
 }

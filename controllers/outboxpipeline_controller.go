@@ -82,29 +82,23 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		return ctrl.Result{}, err
 	}
 	pd := p.WithDefaults()
-	before := p.Status.DeepCopy()
 	st := p.Status.DeepCopy()
 	st.ObservedGeneration = p.Generation
-	interval := pd.Spec.Monitoring.StatusInterval.Duration
 
+	// Phases 2-6 (see reconcile); a user-fixable problem ends them early.
 	result, err := r.reconcile(ctx, pd, st)
 	if err != nil {
-		var rp *refProblem
-		if !errors.As(err, &rp) {
+		problem, err := asRefProblem(err)
+		if err != nil {
 			return ctrl.Result{}, err
 		}
-		r.setNotReady(st, p.Generation, rp.Reason, rp.Message)
-		result = ctrl.Result{RequeueAfter: interval}
+		r.setNotReady(st, p.Generation, problem.Reason, problem.Message)
+		result = ctrl.Result{RequeueAfter: pd.Spec.Monitoring.StatusInterval.Duration}
 	}
 
 	// Final phase: write the status once, only when it changed.
-	if !equality.Semantic.DeepEqual(before, st) {
-		patch := client.MergeFrom(p.DeepCopy())
-		p.Status = *st
-		if err := r.Status().Patch(ctx, &p, patch, client.FieldOwner(FieldOwner)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("update status: %w", err)
-		}
-		emitTransitions(r.Recorder, &p, before.Conditions, st.Conditions)
+	if err := patchStatusIfChanged(ctx, r.Client, r.Recorder, &p, &p.Status, st); err != nil {
+		return ctrl.Result{}, err
 	}
 	return result, nil
 }
