@@ -25,9 +25,14 @@ const (
 // Side-table suffixes and the consumer log table name.
 const (
 	ArchiveSuffix     = "_archive"
+	ArchiveRunsSuffix = "_archive_runs"
 	ReplayAuditSuffix = "_replay_audit"
 	ConsumeTable      = "message_consume"
 )
+
+// ArchiveRunsKept is how many runs per retention policy the run history keeps; each
+// `relayworker archive` run trims older ones in the transaction that records it.
+const ArchiveRunsKept = 100
 
 // Options for Migrate.
 type Options struct {
@@ -117,6 +122,25 @@ func Statements(t pgident.Table, opts Options) []string {
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident(ArchiveSuffix+"_event_idx") + ` ON ` +
 			t.WithSuffix(ArchiveSuffix).Qualified() + ` (event_id)`,
+
+		// One row per `relayworker archive` run, so the RetentionPolicy status can show
+		// what the last run did (and why it failed) without parsing Job logs.
+		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (
+    run_id               bigserial   PRIMARY KEY,
+    policy               text        NOT NULL,
+    mode                 text        NOT NULL,
+    started_at           timestamptz NOT NULL,
+    finished_at          timestamptz NOT NULL DEFAULT now(),
+    sent_moved           bigint      NOT NULL DEFAULT 0,
+    dead_moved           bigint      NOT NULL DEFAULT 0,
+    consumer_log_trimmed bigint      NOT NULL DEFAULT 0,
+    error                text        NULL
+)`,
+		// "Newest run of a policy" and the per-policy trim. Not "_archive_runs_..." on
+		// purpose: PostgreSQL truncates names to 63 bytes, and for a maximal table name
+		// that prefix would truncate to the runs table's own name.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_archive_run_policy_idx") + ` ON ` +
+			t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (policy, started_at DESC)`,
 
 		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ReplayAuditSuffix).Qualified() + ` (
     replay_id    text        PRIMARY KEY,

@@ -50,11 +50,30 @@ func TestMigrateIsIdempotentAndConcurrent(t *testing.T) {
 	if err := Verify(ctx, db, tb); err != nil {
 		t.Fatal(err)
 	}
-	for _, side := range []string{"outbox_event_archive", "outbox_event_replay_audit", "message_consume"} {
+	for _, side := range []string{"outbox_event_archive", "outbox_event_archive_runs", "outbox_event_replay_audit", "message_consume"} {
 		var n int
 		if err := db.QueryRow(`SELECT count(*) FROM information_schema.tables WHERE table_schema='app' AND table_name=$1`, side).Scan(&n); err != nil || n != 1 {
 			t.Fatalf("side table %s: n=%d err=%v", side, n, err)
 		}
+	}
+}
+
+// A table name of the longest allowed length still gets every side table and index
+// under its own name (PostgreSQL silently truncates identifiers to 63 bytes).
+func TestLongestTableNameGetsAllSideObjects(t *testing.T) {
+	db := open(t)
+	name := strings.Repeat("x", pgident.MaxLen-len(ReplayAuditSuffix))
+	tb, err := pgident.NewTable("public", name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Migrate(context.Background(), db, tb, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT count(*) FROM pg_indexes WHERE schemaname = 'public' AND tablename = $1`,
+		name+ArchiveRunsSuffix).Scan(&n); err != nil || n != 2 {
+		t.Fatalf("indexes on the runs table: n=%d err=%v, want primary key and policy index", n, err)
 	}
 }
 

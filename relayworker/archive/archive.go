@@ -26,8 +26,22 @@ type Result struct {
 	ConsumerLogTrims int64
 }
 
-// Run archives until nothing old enough is left or ctx ends.
+// Run archives until nothing old enough is left or ctx ends, then records the run
+// (counts so far and the error, if any) in <table>_archive_runs for the operator.
 func Run(ctx context.Context, db *sql.DB, cfg *config.Archive, log logr.Logger) (Result, error) {
+	start := time.Now()
+	res, err := run(ctx, db, cfg)
+	recordRun(ctx, db, cfg, time.Since(start), res, err, log)
+	if err != nil {
+		return res, err
+	}
+	log.Info("archive finished", "table", cfg.T.String(), "mode", cfg.Mode,
+		"sent", res.SentMoved, "dead", res.DeadMoved, "consumerLog", res.ConsumerLogTrims)
+	return res, nil
+}
+
+// run does the work; on an error res holds what was already moved (and committed).
+func run(ctx context.Context, db *sql.DB, cfg *config.Archive) (Result, error) {
 	var res Result
 	if err := schema.Verify(ctx, db, cfg.T); err != nil {
 		return res, err
@@ -52,8 +66,6 @@ func Run(ctx context.Context, db *sql.DB, cfg *config.Archive, log logr.Logger) 
 			return res, fmt.Errorf("trim consumer log: %w", err)
 		}
 	}
-	log.Info("archive finished", "table", cfg.T.String(), "mode", cfg.Mode,
-		"sent", res.SentMoved, "dead", res.DeadMoved, "consumerLog", res.ConsumerLogTrims)
 	return res, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -154,6 +155,7 @@ func TestArchiveFlagValidation(t *testing.T) {
 		{"--dsn", "x", "--dead-retention", "1h"},
 		{"--dsn", "x", "--batch-size", "0"},
 		{"--dsn", "x", "--table", "Bad-Name"},
+		{"--dsn", "x", "--policy", strings.Repeat("n", 254)},
 		{"--mode", "archive"},
 	} {
 		if _, err := config.ParseArchive(args, env); err == nil {

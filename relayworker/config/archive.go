@@ -14,6 +14,9 @@ type Archive struct {
 	ConsumerLogRetention time.Duration // 0: leave the consumer log alone
 	Mode                 string        // "archive" or "delete"
 	BatchSize            int
+	// Policy names the RetentionPolicy (<namespace>/<name>) in the run history, so the
+	// operator can find this policy's newest run; empty for manual runs.
+	Policy string
 }
 
 func bindArchive(b *binder, a *Archive) {
@@ -23,6 +26,7 @@ func bindArchive(b *binder, a *Archive) {
 	b.duration(&a.ConsumerLogRetention, "consumer-log-retention", "ARCHIVE_CONSUMER_LOG_RETENTION", 0, "keep finished message_consume rows at least this long (0: keep forever)")
 	b.str(&a.Mode, "mode", "ARCHIVE_MODE", "archive", "archive (move to <table>_archive) or delete")
 	b.integer(&a.BatchSize, "batch-size", "ARCHIVE_BATCH_SIZE", 1000, "rows per short transaction (1..50000)")
+	b.str(&a.Policy, "policy", "ARCHIVE_POLICY", "", "RetentionPolicy <namespace>/<name> recorded in <table>_archive_runs (empty: manual run)")
 }
 
 // ParseArchive parses `relayworker archive` arguments.
@@ -55,6 +59,8 @@ func (a *Archive) validate() error {
 		return fmt.Errorf("--consumer-log-retention (ARCHIVE_CONSUMER_LOG_RETENTION) %s must be 0 or at least 1h: it is the consumers' dedup window", a.ConsumerLogRetention)
 	case a.BatchSize < 1 || a.BatchSize > 50000:
 		return fmt.Errorf("--batch-size (ARCHIVE_BATCH_SIZE) %d must be between 1 and 50000", a.BatchSize)
+	case len(a.Policy) > 253:
+		return fmt.Errorf("--policy (ARCHIVE_POLICY) is %d characters long; at most 253 (<namespace>/<name>)", len(a.Policy))
 	}
 	return nil
 }
