@@ -484,10 +484,15 @@ func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, 
 	}
 }
 
+// ArchivePolicyKey names a policy in the worker's run history (<table>_archive_runs):
+// namespace/name, unique in the cluster even when policies share one database.
+func ArchivePolicyKey(rp *outboxv1.RetentionPolicy) string { return rp.Namespace + "/" + rp.Name }
+
 // ArchiveArgs are the `relayworker archive` arguments for a (defaulted) policy.
 func ArchiveArgs(rp *outboxv1.RetentionPolicy) []string {
 	s := rp.Spec
 	args := []string{"archive",
+		"--policy=" + ArchivePolicyKey(rp),
 		"--sent-retention=" + goDuration(s.SentRetention),
 		"--dead-retention=" + goDuration(s.DeadRetention),
 		"--mode=" + strings.ToLower(s.Mode),

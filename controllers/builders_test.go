@@ -267,7 +267,7 @@ func TestDesiredRetentionCronJob(t *testing.T) {
 	}
 	spec := cj.Spec.JobTemplate.Spec.Template.Spec
 	assertRestricted(t, spec)
-	want := []string{"archive", "--sent-retention=168h0m0s", "--dead-retention=720h0m0s", "--mode=archive", "--batch-size=1000", "--consumer-log-retention=48h0m0s"}
+	want := []string{"archive", "--policy=shop/orders", "--sent-retention=168h0m0s", "--dead-retention=720h0m0s", "--mode=archive", "--batch-size=1000", "--consumer-log-retention=48h0m0s"}
 	if got := spec.Containers[0].Args; !slices.Equal(got, want) {
 		t.Errorf("args\n got %q\nwant %q", got, want)
 	}

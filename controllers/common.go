@@ -57,6 +57,9 @@ const (
 	ReasonJobFailed           = "JobFailed"
 	ReasonScheduled           = "Scheduled"
 	ReasonSuspended           = "Suspended"
+	ReasonLastRunFailed       = "LastRunFailed"
+	ReasonLastRunSucceeded    = "LastRunSucceeded"
+	ReasonNoRunsYet           = "NoRunsYet"
 )
 
 // FieldOwner identifies the operator's writes.

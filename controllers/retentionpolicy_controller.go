@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -24,15 +25,24 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// RetentionPolicyReconciler runs a RetentionPolicy as a CronJob of `relayworker archive`.
+// historyRetry is how soon an unreadable run history is read again; without it the
+// next attempt would wait for the next scheduled run.
+const historyRetry = time.Minute
+
+// RetentionPolicyReconciler runs a RetentionPolicy as a CronJob of `relayworker archive`
+// and reports the newest run the worker recorded in the pipeline's database.
 type RetentionPolicyReconciler struct {
 	client.Client
 	APIReader  client.Reader
 	Scheme     *runtime.Scheme
 	Recorder   events.EventRecorder
 	RelayImage string
+	// Pools are shared with the pipeline controller: one small pool per pipeline.
+	Pools *outboxstats.Pools
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=retentionpolicies,verbs=get;list;watch
@@ -40,7 +50,8 @@ type RetentionPolicyReconciler struct {
 // +kubebuilder:rbac:groups=outbox.dev,resources=retentionpolicies/finalizers,verbs=update
 // +kubebuilder:rbac:groups=batch,resources=cronjobs,verbs=get;list;watch;create;update;patch
 
-// Reconcile: fetch, resolve the pipeline, apply the CronJob, mirror its status.
+// Reconcile: fetch, resolve the pipeline, apply the CronJob, mirror its status and the
+// newest recorded run, write status once.
 func (r *RetentionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	log := logf.FromContext(ctx).WithValues("retentionPolicy", req.NamespacedName)
 	ctx = logf.IntoContext(ctx, log)
@@ -82,18 +93,87 @@ func (r *RetentionPolicyReconciler) reconcile(ctx context.Context, rp *outboxv1.
 	st.CronJobName = desired.Name
 	st.LastRunTime = cj.Status.LastScheduleTime
 	st.LastSuccessfulTime = cj.Status.LastSuccessfulTime
+
+	// Best effort: the CronJob is in place whatever the database says.
+	historyRead := r.readLastRun(ctx, rp, res, st)
+	result := schedule(rp, sched, desired.Name, st)
+	if !historyRead && (result.RequeueAfter == 0 || result.RequeueAfter > historyRetry) {
+		result.RequeueAfter = historyRetry
+	}
+	return result, nil
+}
+
+// schedule sets Ready and nextRunTime from the (valid) schedule and asks to be woken
+// after the next run to refresh nextRunTime; the CronJob's own status changes wake the
+// reconciler too (and a finished Job has recorded its run before the CronJob notices).
+func schedule(rp *outboxv1.RetentionPolicy, sched cron.Schedule, cronJob string, st *outboxv1.RetentionPolicyStatus) ctrl.Result {
 	if rp.Spec.Suspend {
 		st.NextRunTime = nil
 		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonSuspended,
-			fmt.Sprintf("CronJob %s is suspended (spec.suspend)", desired.Name))
-		return ctrl.Result{}, nil
+			fmt.Sprintf("CronJob %s is suspended (spec.suspend)", cronJob))
+		return ctrl.Result{}
 	}
 	next := metav1.NewTime(sched.Next(time.Now()))
 	st.NextRunTime = &next
 	setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonScheduled,
-		fmt.Sprintf("CronJob %s runs on %q", desired.Name, rp.Spec.Schedule))
-	// Refresh nextRunTime after the run; the CronJob's own status changes wake us too.
-	return ctrl.Result{RequeueAfter: time.Until(next.Time) + 5*time.Second}, nil
+		fmt.Sprintf("CronJob %s runs on %q", cronJob, rp.Spec.Schedule))
+	return ctrl.Result{RequeueAfter: time.Until(next.Time) + 5*time.Second}
+}
+
+// readLastRun copies the newest run the archive worker recorded for this policy into
+// the status and sets Degraded from it. It reports whether the history could be read;
+// when not, the last known counts stay and Degraded becomes Unknown.
+func (r *RetentionPolicyReconciler) readLastRun(ctx context.Context, rp *outboxv1.RetentionPolicy, res *resolvedPipeline,
+	st *outboxv1.RetentionPolicyStatus) bool {
+	gen := rp.Generation
+	runs := res.Table.WithSuffix(schema.ArchiveRunsSuffix)
+	run, found, err := r.lastRun(ctx, rp, res)
+	if err != nil {
+		msg := outboxstats.Redact(err.Error(), res.DSN)
+		logf.FromContext(ctx).V(1).Info("archive run history not readable", "table", runs.String(), "error", msg)
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionUnknown, ReasonDatabaseUnreachable,
+			fmt.Sprintf("cannot read the run history %s with the DSN of OutboxPipeline %q: %s; the CronJob is not affected",
+				runs, res.P.Name, msg))
+		return false
+	}
+	if !found {
+		st.LastArchiveTime = nil
+		st.LastSentArchived, st.LastDeadArchived, st.LastConsumerLogTrimmed = nil, nil, nil
+		st.LastRunError = ""
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, ReasonNoRunsYet,
+			fmt.Sprintf("no archive run recorded in %s yet", runs))
+		return true
+	}
+	st.LastArchiveTime = timePtr(run.FinishedAt)
+	st.LastSentArchived = ptr.To(run.SentMoved)
+	st.LastDeadArchived = ptr.To(run.DeadMoved)
+	st.LastConsumerLogTrimmed = ptr.To(run.ConsumerLogTrimmed)
+	st.LastRunError = truncate(outboxstats.Redact(run.Error, res.DSN), maxRunError)
+	finished := run.FinishedAt.UTC().Format(time.RFC3339)
+	if run.Error != "" {
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonLastRunFailed,
+			fmt.Sprintf("the archive run that ended %s failed after removing %d SENT and %d DEAD rows: %s; see the logs of the CronJob's last Job",
+				finished, run.SentMoved, run.DeadMoved, st.LastRunError))
+		return true
+	}
+	setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, ReasonLastRunSucceeded,
+		fmt.Sprintf("the archive run that ended %s removed %d SENT and %d DEAD rows and %d consumer-log rows (%s mode)",
+			finished, run.SentMoved, run.DeadMoved, run.ConsumerLogTrimmed, run.Mode))
+	return true
+}
+
+// maxRunError bounds status.lastRunError (the CRD allows 512 characters).
+const maxRunError = 500
+
+// lastRun reads the newest recorded run, bounded by statsTimeout.
+func (r *RetentionPolicyReconciler) lastRun(ctx context.Context, rp *outboxv1.RetentionPolicy, res *resolvedPipeline) (outboxstats.ArchiveRun, bool, error) {
+	db, err := r.Pools.Get(rp.Namespace+"/"+res.P.Name, res.DSN)
+	if err != nil {
+		return outboxstats.ArchiveRun{}, false, err
+	}
+	rctx, cancel := context.WithTimeout(ctx, statsTimeout)
+	defer cancel()
+	return outboxstats.ReadLastArchiveRun(rctx, db, res.Table, ArchivePolicyKey(rp))
 }
 
 func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
@@ -108,6 +188,9 @@ func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
 
 // SetupWithManager registers the controller and the pipeline-name index.
 func (r *RetentionPolicyReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
+	if r.Pools == nil {
+		r.Pools = outboxstats.NewPools()
+	}
 	if err := indexPipelineRef(ctx, mgr, &outboxv1.RetentionPolicy{}, func(o client.Object) string {
 		return o.(*outboxv1.RetentionPolicy).Spec.PipelineRef.Name
 	}); err != nil {

@@ -45,7 +45,7 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *o
 	}
 	if err := (&RetentionPolicyReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Scheme: mgr.GetScheme(),
-		Recorder: mgr.GetEventRecorder("retentionpolicy-controller"), RelayImage: relayImage,
+		Recorder: mgr.GetEventRecorder("retentionpolicy-controller"), RelayImage: relayImage, Pools: pools,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up RetentionPolicy controller: %w", err)
 	}

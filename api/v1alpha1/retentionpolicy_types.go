@@ -86,13 +86,18 @@ type RetentionPolicySpec struct {
 	Suspend bool `json:"suspend,omitempty"`
 }
 
-// RetentionPolicyStatus mirrors the CronJob.
+// RetentionPolicyStatus mirrors the CronJob and the newest run the archive worker
+// recorded in the pipeline's database (<table>_archive_runs).
 type RetentionPolicyStatus struct {
 	// ObservedGeneration is the spec generation the status describes.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// Conditions: Ready (False with a reason such as PipelineNotFound or SecretNotFound).
+	// Conditions: Ready (False with a reason such as PipelineNotFound or SecretNotFound;
+	// True with Scheduled or Suspended once the CronJob is in place) and Degraded (True
+	// with LastRunFailed and the run's error; False with LastRunSucceeded or NoRunsYet;
+	// Unknown with DatabaseUnreachable while the run history cannot be read). A failed
+	// run does not make the policy un-Ready: the next scheduled run may well succeed.
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -113,6 +118,37 @@ type RetentionPolicyStatus struct {
 	// NextRunTime is when the next run is due (empty while suspended).
 	// +optional
 	NextRunTime *metav1.Time `json:"nextRunTime,omitempty"`
+
+	// The fields below describe the newest run the archive worker recorded for this
+	// policy. They come from the database rather than the Job, so they hold even after
+	// the Job is garbage-collected, and they stay empty until a run has been recorded.
+
+	// LastArchiveTime is when the newest recorded run finished (database clock). It
+	// can trail lastRunTime while a run is in progress.
+	// +optional
+	LastArchiveTime *metav1.Time `json:"lastArchiveTime,omitempty"`
+
+	// LastSentArchived is the number of SENT rows the newest run removed from the outbox
+	// table: moved to <table>_archive in Archive mode, deleted in Delete mode.
+	// +optional
+	LastSentArchived *int64 `json:"lastSentArchived,omitempty"`
+
+	// LastDeadArchived is the number of DEAD rows the newest run removed, like
+	// lastSentArchived.
+	// +optional
+	LastDeadArchived *int64 `json:"lastDeadArchived,omitempty"`
+
+	// LastConsumerLogTrimmed is the number of finished message_consume rows the newest
+	// run deleted (0 when spec.consumerLogRetention is unset).
+	// +optional
+	LastConsumerLogTrimmed *int64 `json:"lastConsumerLogTrimmed,omitempty"`
+
+	// LastRunError is why the newest run stopped early, shortened; empty when it
+	// succeeded. The counts above then say what it removed before it stopped (removed
+	// rows are committed batch by batch). It never contains connection strings.
+	// +kubebuilder:validation:MaxLength=512
+	// +optional
+	LastRunError string `json:"lastRunError,omitempty"`
 }
 
 // RetentionPolicy archives or deletes old terminal outbox rows on a schedule, in small
@@ -125,7 +161,11 @@ type RetentionPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRunTime`
+// +kubebuilder:printcolumn:name="Sent",type=integer,JSONPath=`.status.lastSentArchived`,description="SENT rows the newest recorded run archived (or deleted)"
+// +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.lastDeadArchived`,description="DEAD rows the newest recorded run archived (or deleted)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Last Archive",type=date,JSONPath=`.status.lastArchiveTime`,priority=1,description="When the newest recorded run finished"
+// +kubebuilder:printcolumn:name="Last Error",type=string,JSONPath=`.status.lastRunError`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 42",message="metadata.name must be at most 42 characters (the CronJob and its Job names derive from it)"
 type RetentionPolicy struct {
