@@ -2,6 +2,8 @@ package publish
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"io"
 	"net"
@@ -55,10 +57,18 @@ const (
 	CodeInvalidTopic        = "INVALID_TOPIC"
 	CodeTopicNotFound       = "TOPIC_NOT_FOUND"
 	CodeAuthorizationFailed = "AUTHORIZATION_FAILED"
-	CodeInvalidHeaders      = "INVALID_HEADERS"
-	CodeInvalidPayload      = "INVALID_PAYLOAD"
-	CodeEmptyDestination    = "EMPTY_DESTINATION"
-	CodeEmptyKey            = "EMPTY_KEY"
+	// CodeAuthenticationFailed: the broker refused the worker's SASL credentials or
+	// mechanism. Transient, not DEAD: it is a property of the deployment (a wrong or
+	// rotated Secret), not of the event, so fixing the Secret must let the backlog flow
+	// on; the retries still count against --max-attempts like any other outage.
+	CodeAuthenticationFailed = "AUTHENTICATION_FAILED"
+	// CodeTLSFailed: the TLS handshake with a broker failed (unknown CA, wrong host
+	// name, plaintext listener). Transient for the same reason as authentication.
+	CodeTLSFailed        = "TLS_HANDSHAKE_FAILED"
+	CodeInvalidHeaders   = "INVALID_HEADERS"
+	CodeInvalidPayload   = "INVALID_PAYLOAD"
+	CodeEmptyDestination = "EMPTY_DESTINATION"
+	CodeEmptyKey         = "EMPTY_KEY"
 )
 
 // Classify maps a publish error to a class and a stable code. It is a pure function.
@@ -82,7 +92,10 @@ func Classify(err error) (Class, string) {
 		case kafka.InvalidTopic:
 			return Permanent, CodeInvalidTopic
 		case kafka.TopicAuthorizationFailed, kafka.ClusterAuthorizationFailed:
+			// An ACL denies this principal the topic: per destination, so per event.
 			return Permanent, CodeAuthorizationFailed
+		case kafka.SASLAuthenticationFailed, kafka.UnsupportedSASLMechanism, kafka.IllegalSASLState:
+			return Transient, CodeAuthenticationFailed
 		case kafka.UnknownTopicOrPartition:
 			return TopicMissing, CodeTopicNotFound
 		case kafka.RequestTimedOut:
@@ -103,6 +116,9 @@ func Classify(err error) (Class, string) {
 	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 		return Unknown, CodeSendTimeoutUnknown
 	}
+	if isTLS(err) {
+		return Transient, CodeTLSFailed
+	}
 	var opErr *net.OpError
 	if errors.As(err, &opErr) && opErr.Op == "dial" {
 		return Transient, CodeBrokerUnavailable
@@ -122,4 +138,17 @@ func Classify(err error) (Class, string) {
 		return Unknown, CodeConnLostUnknown
 	}
 	return Transient, CodeSendFailed
+}
+
+// isTLS reports a failed TLS handshake: the certificate did not verify or the peer
+// does not speak TLS.
+func isTLS(err error) bool {
+	var verify *tls.CertificateVerificationError
+	var unknownCA x509.UnknownAuthorityError
+	var host x509.HostnameError
+	var invalid x509.CertificateInvalidError
+	var header tls.RecordHeaderError
+	var alert tls.AlertError
+	return errors.As(err, &verify) || errors.As(err, &unknownCA) || errors.As(err, &host) ||
+		errors.As(err, &invalid) || errors.As(err, &header) || errors.As(err, &alert)
 }

@@ -2,6 +2,8 @@ package publish
 
 import (
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -47,6 +49,12 @@ func TestClassify(t *testing.T) {
 		{"invalid record", kafka.InvalidRecord, Permanent, CodeInvalidRecord},
 		{"invalid topic", kafka.InvalidTopic, Permanent, CodeInvalidTopic},
 		{"topic authorization", kafka.TopicAuthorizationFailed, Permanent, CodeAuthorizationFailed},
+		// A wrong or rotated SASL secret is the deployment's fault, not the event's.
+		{"sasl authentication", kafka.SASLAuthenticationFailed, Transient, CodeAuthenticationFailed},
+		{"sasl mechanism", kafka.UnsupportedSASLMechanism, Transient, CodeAuthenticationFailed},
+		{"tls unknown CA", &tls.CertificateVerificationError{Err: x509.UnknownAuthorityError{}}, Transient, CodeTLSFailed},
+		{"tls unknown CA in dial", &net.OpError{Op: "dial", Net: "tcp", Err: x509.UnknownAuthorityError{}}, Transient, CodeTLSFailed},
+		{"tls to plaintext listener", tls.RecordHeaderError{Msg: "first record does not look like a TLS handshake"}, Transient, CodeTLSFailed},
 		{"unknown topic", kafka.UnknownTopicOrPartition, TopicMissing, CodeTopicNotFound},
 		{"write errors element", kafka.WriteErrors{kafka.MessageSizeTooLarge}[0], Permanent, CodeMessageTooLarge},
 	}

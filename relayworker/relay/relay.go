@@ -424,8 +424,11 @@ func (r *Relay) markRetry(ctx context.Context, token string, maxAttempts int, fs
 			r.m.SendRetry.WithLabelValues(dest[f.EventID], f.Code).Inc()
 		}
 	}
-	r.log.V(1).Info("publish failed; scheduled retry", "rows", len(fs), "code", fs[0].Code,
-		"eventId", fs[0].EventID, "delay", fs[0].Delay.String())
+	// One line per failed batch (not per row), at the default level: a broker outage or
+	// a wrong TLS/SASL setting must be visible without debug logs, and the backoff
+	// bounds how often this line repeats.
+	r.log.Info("publish failed; scheduled retry", "rows", len(fs), "code", fs[0].Code,
+		"eventId", fs[0].EventID, "error", fs[0].Message, "delay", fs[0].Delay.String())
 	return n, nil
 }
 
