@@ -9,9 +9,10 @@
 //     default partitioner, so Java/franz-go producers of the same keys pick the same
 //     partition and one aggregate stays on one partition whoever produces it.
 //   - BatchTimeout = 2ms: the default 1s adds up to a second of latency per write.
-//   - BatchSize = the claim batch size: one partition's share of a claim goes out as
-//     one produce request, so it succeeds or fails as a unit and per-aggregate order
-//     in the batch is the order on the partition.
+//   - BatchSize = the claim batch size and BatchBytes = 4 x MaxMessageBytes, and
+//     Publish hands the Writer at most BatchBytes per call (chunks.go): one partition's
+//     share of a call goes out as one produce request, so it succeeds or fails as a
+//     unit and per-aggregate order in the batch is the order on the partition.
 //   - WriteTimeout/ReadTimeout explicit; MaxAttempts 3 with short internal backoff:
 //     the relay's own RETRY with backoff (persisted in the table) does the long waits.
 //   - AllowAutoTopicCreation = false: a typo in a destination must not create topics.
@@ -60,6 +61,8 @@ type Options struct {
 type Publisher struct {
 	w   *kafka.Writer
 	max int64
+	// chunk bounds the bytes (as Size counts them) of one WriteMessages call.
+	chunk int64
 }
 
 // NewWriter builds the durable kafka-go Writer described in the package comment.
@@ -140,7 +143,7 @@ func New(o Options) (*Publisher, error) {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &Publisher{w: w, max: max}, nil
+	return &Publisher{w: w, max: max, chunk: w.BatchBytes}, nil
 }
 
 // Writer exposes the underlying kafka-go Writer (tests check its settings).
@@ -213,36 +216,72 @@ func (p *Publisher) Publish(ctx context.Context, msgs []kafka.Message) []Result 
 	return res
 }
 
+// writeTopic writes one topic's messages (in per-aggregate order) chunk by chunk and
+// stops at the first chunk that failed in a way a retry could fix: the chunks after
+// it may hold newer versions of the failed events' aggregates, and sending those now
+// would put them on the partition before the retried older ones. They are answered
+// with ErrNotSent instead (the relay hands them back unsent).
 func (p *Publisher) writeTopic(ctx context.Context, msgs []kafka.Message, idx []int, res []Result) {
+	chunks := chunk(msgs, idx, p.chunk)
+	for c, part := range chunks {
+		if p.writeChunk(ctx, msgs, part, res) {
+			continue
+		}
+		for _, later := range chunks[c+1:] {
+			for _, i := range later {
+				res[i].Err = ErrNotSent
+			}
+		}
+		return
+	}
+}
+
+// writeChunk writes msgs[idx...] with one WriteMessages call and reports whether
+// later messages may still be sent: true when every message was stored or failed
+// permanently (a DEAD event does not hold back its successors).
+func (p *Publisher) writeChunk(ctx context.Context, msgs []kafka.Message, idx []int, res []Result) bool {
 	batch := make([]kafka.Message, len(idx))
 	for j, i := range idx {
 		batch[j] = msgs[i]
 	}
 	err := p.w.WriteMessages(ctx, batch...)
 	if err == nil {
-		return
+		return true
 	}
 	var werrs kafka.WriteErrors
-	if errors.As(err, &werrs) && len(werrs) == len(batch) {
-		var tooLarge []int
-		for j, e := range werrs {
-			res[idx[j]].Err = e
-			if c, code := Classify(e); c == Permanent && code == CodeMessageTooLarge {
-				tooLarge = append(tooLarge, j)
-			}
+	if !errors.As(err, &werrs) || len(werrs) != len(batch) {
+		for _, i := range idx {
+			res[i].Err = err
 		}
-		// The broker refuses a whole record batch as too large: find out which single
-		// messages are at fault instead of killing the whole batch.
-		if len(tooLarge) > 1 {
-			for _, j := range tooLarge {
-				res[idx[j]].Err = p.w.WriteMessages(ctx, batch[j])
-			}
+		return false
+	}
+	var tooLarge []int
+	for j, e := range werrs {
+		res[idx[j]].Err = e
+		if c, code := Classify(e); c == Permanent && code == CodeMessageTooLarge {
+			tooLarge = append(tooLarge, j)
 		}
-		return
+	}
+	// The broker refuses a whole record batch as too large: find out which single
+	// messages are at fault instead of killing the whole batch. One at a time, in
+	// order, and not past a failure a retry could fix (same reason as writeTopic).
+	if len(tooLarge) > 1 {
+		held := false
+		for _, j := range tooLarge {
+			if held {
+				res[idx[j]].Err = ErrNotSent
+				continue
+			}
+			res[idx[j]].Err = p.w.WriteMessages(ctx, batch[j])
+			held = retryable(res[idx[j]].Err)
+		}
 	}
 	for _, i := range idx {
-		res[i].Err = err
+		if retryable(res[i].Err) {
+			return false
+		}
 	}
+	return true
 }
 
 // Size approximates the Kafka record size of m (key, value, headers, overhead).

@@ -157,3 +157,36 @@ func TestMessageMapping(t *testing.T) {
 		t.Errorf("JSON null headers: %v", err)
 	}
 }
+
+func TestChunkKeepsOrderAndLimit(t *testing.T) {
+	msg := func(n int) kafka.Message { return kafka.Message{Value: make([]byte, n-32)} } // Size(msg(n)) == n
+	msgs := []kafka.Message{msg(400), msg(300), msg(500), msg(2000), msg(100), msg(100)}
+	got := fmt.Sprint(chunk(msgs, []int{0, 1, 2, 3, 4, 5}, 1000))
+	// 400+300 fit, +500 does not; 2000 alone exceeds the limit but still goes (alone).
+	if want := "[[0 1] [2] [3] [4 5]]"; got != want {
+		t.Fatalf("chunks %s, want %s", got, want)
+	}
+	if got := fmt.Sprint(chunk(msgs, []int{4, 5}, 1000)); got != "[[4 5]]" {
+		t.Fatalf("small batch split: %s", got)
+	}
+	if got := chunk(msgs, nil, 1000); len(got) != 0 {
+		t.Fatalf("empty input: %v", got)
+	}
+}
+
+func TestRetryableHoldsBackLaterVersions(t *testing.T) {
+	for _, c := range []struct {
+		err  error
+		want bool
+	}{
+		{nil, false},
+		{kafka.MessageSizeTooLarge, false}, // DEAD does not block successors
+		{kafka.NotLeaderForPartition, true},
+		{context.DeadlineExceeded, true},
+		{ErrNotSent, true},
+	} {
+		if got := retryable(c.err); got != c.want {
+			t.Errorf("retryable(%v) = %v, want %v", c.err, got, c.want)
+		}
+	}
+}

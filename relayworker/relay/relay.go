@@ -329,6 +329,11 @@ func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutd
 		out.sent = append(out.sent, store.Sent{EventID: row.EventID, Partition: res.Partition, Offset: res.Offset})
 		return
 	}
+	if errors.Is(res.Err, publish.ErrNotSent) {
+		// Held back behind a failed older write: never sent, so no attempt is counted.
+		out.release = append(out.release, row.EventID)
+		return
+	}
 	class, code := publish.Classify(res.Err)
 	msg := res.Err.Error()
 	attempt := row.RetryCount + 1
