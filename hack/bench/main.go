@@ -41,6 +41,7 @@ var (
 	rate     = flag.Int("rate", 1000, "producer rate for the latency run (events/s)")
 	verbose  = flag.Bool("v", false, "print per-stage averages")
 	duration = flag.Duration("duration", 15*time.Second, "latency run length")
+	fsync    = flag.Bool("fsync", false, "run PostgreSQL with fsync on (durable commits, as in production)")
 )
 
 func main() {
@@ -52,7 +53,7 @@ func main() {
 }
 
 func run() error {
-	pg, err := pgtest.Start(pgtest.Options{})
+	pg, err := pgtest.Start(pgtest.Options{Fsync: *fsync})
 	if err != nil {
 		return err
 	}
@@ -63,7 +64,11 @@ func run() error {
 	}
 	defer b.Close()
 
-	fmt.Printf("relay benchmark: PostgreSQL (private, fsync off) + kfake on this machine, batch %d\n\n", *batch)
+	durability := "fsync off"
+	if *fsync {
+		durability = "fsync on"
+	}
+	fmt.Printf("relay benchmark: PostgreSQL (private, %s) + kfake on this machine, batch %d\n\n", durability, *batch)
 	fmt.Printf("%-34s %12s %12s %14s %12s\n", "run", "events", "seconds", "events/s", "stmts/event")
 	for _, workers := range []int{1, 2, 4} {
 		r, err := drain(pg, b, workers)

@@ -148,6 +148,21 @@ func (r *Relay) Run(ctx context.Context) error {
 	bg.Add(1)
 	go func() { defer bg.Done(); r.stats(bgCtx) }()
 
+	// Marks run in their own goroutine, one batch at a time, while the loop claims and
+	// publishes the next batch: a batch's rows stay SENDING under its token until its
+	// mark commits, so the overlap changes nothing another claim can see (newer versions
+	// of those aggregates stay unclaimable until then). The hand-over blocks while the
+	// previous mark is still running, so at most one batch waits for its marks.
+	marks := make(chan *published)
+	marked := make(chan struct{})
+	go func() {
+		defer close(marked)
+		for b := range marks {
+			r.mark(b.token, &b.out)
+		}
+	}()
+	defer func() { close(marks); <-marked }() // every published batch is marked before Run returns
+
 	r.health.SetReady(true, "")
 	failures := 0
 	poll := time.NewTimer(0)
@@ -158,7 +173,10 @@ func (r *Relay) Run(ctx context.Context) error {
 			return nil
 		}
 		r.health.Beat()
-		n, err := r.Cycle(work, work) // a started claim always completes, so no row is left SENDING by a cancelled claim
+		n, b, err := r.claimAndPublish(work, work) // a started claim always completes, so no row is left SENDING by a cancelled claim
+		if b != nil {
+			marks <- b
+		}
 		if err != nil {
 			failures++
 			r.m.Errors.WithLabelValues("claim").Inc()
@@ -214,22 +232,37 @@ func (r *Relay) newToken() string {
 // Cycle runs one claim -> publish -> mark round and returns how many rows it claimed.
 // claimCtx governs the claim (cancelled on SIGTERM); work governs publish and marks.
 func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
+	n, b, err := r.claimAndPublish(claimCtx, work)
+	if b != nil {
+		r.mark(b.token, &b.out)
+	}
+	return n, err
+}
+
+// published is a batch whose publish finished and whose marks are still to be written.
+type published struct {
+	token string
+	out   outcome
+}
+
+// claimAndPublish claims a batch and publishes it; the marks are left to the caller
+// (nil when nothing was claimed).
+func (r *Relay) claimAndPublish(claimCtx, work context.Context) (int, *published, error) {
 	token := r.newToken()
 	start := time.Now() // monotonic: only durations are taken from the worker clock
 	rows, err := r.store.Claim(claimCtx, token, r.cfg.BatchSize, r.cfg.Lease)
 	r.m.ClaimLatency.Observe(time.Since(start).Seconds())
 	if err != nil {
-		return 0, err
+		return 0, nil, err
 	}
 	r.m.ClaimBatchSize.Observe(float64(len(rows)))
 	if len(rows) == 0 {
-		return 0, nil
+		return 0, nil, nil
 	}
 	// The lease started at the latest when the claim returned... and at the earliest
 	// when we sent it; measuring from `start` is the conservative side.
 	deadline := start.Add(r.cfg.Lease - r.cfg.LeaseMargin)
-	r.process(work, token, rows, deadline)
-	return len(rows), nil
+	return len(rows), &published{token: token, out: r.process(work, rows, deadline)}, nil
 }
 
 type outcome struct {
@@ -243,7 +276,8 @@ type outcome struct {
 	dest      map[string]string // event id -> destination, for metric labels
 }
 
-func (r *Relay) process(work context.Context, token string, rows []store.Row, deadline time.Time) {
+// process publishes claimed rows and returns what to mark.
+func (r *Relay) process(work context.Context, rows []store.Row, deadline time.Time) outcome {
 	out := outcome{dest: make(map[string]string, len(rows))}
 	expired := 0
 	for i := range rows {
@@ -321,7 +355,7 @@ func (r *Relay) process(work context.Context, token string, rows []store.Row, de
 			}
 		}
 	}
-	r.mark(token, &out)
+	return out
 }
 
 func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutdown bool) {
