@@ -45,3 +45,27 @@ func TestRunMarksTheLastBatchBeforeReturning(t *testing.T) {
 		t.Fatalf("when Run returned: %v; want all 40 SENT", c)
 	}
 }
+
+// While draining, the next batch is claimed during the current publish. On shutdown
+// that batch was never published: Run hands it back instead of leaving it SENDING
+// until its lease runs out.
+func TestRunReleasesTheBatchClaimedAhead(t *testing.T) {
+	dsn, db := relaytest.NewDB(t)
+	tp := topic(t)
+	relaytest.Insert(t, db, relaytest.Many("a", tp, 30)...)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ap := &afterPublish{hook: cancel}
+	w := newWorker(t, dsn, db, "w", opts{batch: 10, lease: time.Minute, noListen: true,
+		pub: func(p relay.Publisher) relay.Publisher { ap.inner = p; return ap }})
+	if err := w.r.Run(ctx); err != nil {
+		t.Fatal(err)
+	}
+	c := relaytest.CountStatus(t, db)
+	if c["SENT"] != 10 || c["PENDING"] != 20 {
+		t.Fatalf("when Run returned: %v; want the first batch SENT and the rest PENDING", c)
+	}
+	if got := testutilCounter(w.m, "outbox_lease_released_total"); got != 10 {
+		t.Fatalf("released %v rows; want the 10 claimed ahead", got)
+	}
+}

@@ -163,20 +163,38 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 	defer func() { close(marks); <-marked }() // every published batch is marked before Run returns
 
+	// While draining (the last claim was full), the next claim runs during this batch's
+	// publish. Its rows are claimable only because they do not depend on anything in
+	// flight: the claim skips newer versions of aggregates whose older version is
+	// SENDING, and this batch stays SENDING until its mark commits.
+	var ahead chan claimed
 	r.health.SetReady(true, "")
 	failures := 0
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	for {
 		if ctx.Err() != nil {
+			if ahead != nil {
+				r.unclaim(<-ahead) // claimed, never published: release for other workers
+			}
 			r.log.Info("stop signal: no more claims")
 			return nil
 		}
 		r.health.Beat()
-		n, b, err := r.claimAndPublish(work, work) // a started claim always completes, so no row is left SENDING by a cancelled claim
-		if b != nil {
+		var c claimed
+		if ahead != nil {
+			c, ahead = <-ahead, nil
+		} else {
+			c = r.claim(work) // a started claim always completes, so no row is left SENDING by a cancelled claim
+		}
+		if c.err == nil && len(c.rows) >= r.cfg.BatchSize {
+			ahead = make(chan claimed, 1)
+			go func(ch chan<- claimed) { ch <- r.claim(work) }(ahead)
+		}
+		if b := r.publish(work, c); b != nil {
 			marks <- b
 		}
+		n, err := len(c.rows), c.err
 		if err != nil {
 			failures++
 			r.m.Errors.WithLabelValues("claim").Inc()
@@ -232,11 +250,11 @@ func (r *Relay) newToken() string {
 // Cycle runs one claim -> publish -> mark round and returns how many rows it claimed.
 // claimCtx governs the claim (cancelled on SIGTERM); work governs publish and marks.
 func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
-	n, b, err := r.claimAndPublish(claimCtx, work)
-	if b != nil {
+	c := r.claim(claimCtx)
+	if b := r.publish(work, c); b != nil {
 		r.mark(b.token, &b.out)
 	}
-	return n, err
+	return len(c.rows), c.err
 }
 
 // published is a batch whose publish finished and whose marks are still to be written.
@@ -245,24 +263,47 @@ type published struct {
 	out   outcome
 }
 
-// claimAndPublish claims a batch and publishes it; the marks are left to the caller
-// (nil when nothing was claimed).
-func (r *Relay) claimAndPublish(claimCtx, work context.Context) (int, *published, error) {
-	token := r.newToken()
-	start := time.Now() // monotonic: only durations are taken from the worker clock
-	rows, err := r.store.Claim(claimCtx, token, r.cfg.BatchSize, r.cfg.Lease)
-	r.m.ClaimLatency.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return 0, nil, err
+// claimed is the result of one claim statement.
+type claimed struct {
+	token string
+	rows  []store.Row
+	start time.Time // when the claim was sent: the conservative start of the lease
+	err   error
+}
+
+// claim claims up to BatchSize rows under a fresh owner token.
+func (r *Relay) claim(ctx context.Context) claimed {
+	c := claimed{token: r.newToken(), start: time.Now()} // monotonic: only durations are taken from the worker clock
+	c.rows, c.err = r.store.Claim(ctx, c.token, r.cfg.BatchSize, r.cfg.Lease)
+	r.m.ClaimLatency.Observe(time.Since(c.start).Seconds())
+	if c.err == nil {
+		r.m.ClaimBatchSize.Observe(float64(len(c.rows)))
 	}
-	r.m.ClaimBatchSize.Observe(float64(len(rows)))
-	if len(rows) == 0 {
-		return 0, nil, nil
+	return c
+}
+
+// publish publishes a claimed batch and returns what to mark (nil when nothing was
+// claimed).
+func (r *Relay) publish(work context.Context, c claimed) *published {
+	if c.err != nil || len(c.rows) == 0 {
+		return nil
 	}
 	// The lease started at the latest when the claim returned... and at the earliest
 	// when we sent it; measuring from `start` is the conservative side.
-	deadline := start.Add(r.cfg.Lease - r.cfg.LeaseMargin)
-	return len(rows), &published{token: token, out: r.process(work, rows, deadline)}, nil
+	deadline := c.start.Add(r.cfg.Lease - r.cfg.LeaseMargin)
+	return &published{token: c.token, out: r.process(work, c.rows, deadline)}
+}
+
+// unclaim hands a claimed but unpublished batch back (shutdown).
+func (r *Relay) unclaim(c claimed) {
+	if c.err != nil || len(c.rows) == 0 {
+		return
+	}
+	out := outcome{dest: map[string]string{}}
+	for i := range c.rows {
+		out.release = append(out.release, c.rows[i].EventID)
+	}
+	r.mark(c.token, &out)
 }
 
 type outcome struct {
