@@ -126,6 +126,7 @@ func (pc *produceControl) handle(req kmsg.Request) (kmsg.Response, error, bool) 
 	return nil, nil, false
 }
 
+// endpointRuns numbers topics so that -count=N, which reuses the broker, gets fresh ones.
 var endpointRuns atomic.Int64
 
 // The relay's HTTP endpoints over real HTTP, from the real binary: liveness,

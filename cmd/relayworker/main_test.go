@@ -171,7 +171,7 @@ func migrated(t *testing.T) (string, *sql.DB) { return relaytest.NewDB(t) }
 // once, all rows end SENT, the duplicates are exactly the crashed batch.
 func TestKill9BetweenPublishAndMark(t *testing.T) {
 	dsn, db := migrated(t)
-	tp := "kill9"
+	tp := fmt.Sprintf("kill9-%d", endpointRuns.Add(1)) // fresh per run: -count=N reuses the broker
 	if err := broker.CreateTopic(tp, 3); err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestKill9BetweenPublishAndMark(t *testing.T) {
 // SIGTERM: stop claiming, release what is in flight, exit 0 within the grace.
 func TestSIGTERMReleasesLeases(t *testing.T) {
 	dsn, db := migrated(t)
-	tp := "sigterm"
+	tp := fmt.Sprintf("sigterm-%d", endpointRuns.Add(1))
 	if err := broker.CreateTopic(tp, 3); err != nil {
 		t.Fatal(err)
 	}

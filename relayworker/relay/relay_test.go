@@ -405,9 +405,11 @@ func TestBrokerMessageTooLargeIsDead(t *testing.T) {
 // topic created within the grace is delivered.
 func TestUnknownTopic(t *testing.T) {
 	dsn, db := relaytest.NewDB(t)
+	n := topicSeq.Add(1) // fresh names: -count=N reuses the broker
+	later, never := fmt.Sprintf("created-later-%d", n), fmt.Sprintf("never-created-%d", n)
 	relaytest.Insert(t, db,
-		relaytest.Ev{ID: "late-topic", AggID: "a", Version: 1, Topic: "created-later"},
-		relaytest.Ev{ID: "never", AggID: "b", Version: 1, Topic: "never-created"},
+		relaytest.Ev{ID: "late-topic", AggID: "a", Version: 1, Topic: later},
+		relaytest.Ev{ID: "never", AggID: "b", Version: 1, Topic: never},
 	)
 	if _, err := db.Exec(`UPDATE outbox_event SET created_at = now() - interval '1 hour' WHERE event_id = 'never'`); err != nil {
 		t.Fatal(err)
@@ -424,10 +426,10 @@ func TestUnknownTopic(t *testing.T) {
 	if code != publish.CodeTopicNotFound {
 		t.Fatalf("never: %q", code)
 	}
-	if broker.Count("never-created") != 0 || len(broker.Cluster.PartitionInfos("never-created")) != 0 {
+	if broker.Count(never) != 0 || len(broker.Cluster.PartitionInfos(never)) != 0 {
 		t.Fatal("the relay auto-created a topic")
 	}
-	if err := broker.CreateTopic("created-later", 1); err != nil {
+	if err := broker.CreateTopic(later, 1); err != nil {
 		t.Fatal(err)
 	}
 	defer func() {
