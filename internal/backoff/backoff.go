@@ -44,3 +44,23 @@ func (p Policy) Delay(n int) time.Duration {
 	half := c / 2
 	return half + time.Duration(r()*float64(c-half))
 }
+
+// ForAge is a jittered delay that grows with how long something has been waiting
+// rather than with an attempt count: the ceiling is age/2, bounded by [Min, Max]. Used
+// while waiting for a missing topic, which must not use up the attempt budget; each
+// wait is about half the age so far, so the checks thin out geometrically.
+func (p Policy) ForAge(age time.Duration) time.Duration {
+	c := age / 2
+	if c < p.Min {
+		c = p.Min
+	}
+	if c > p.Max {
+		c = p.Max
+	}
+	r := p.Rand
+	if r == nil {
+		r = rand.Float64
+	}
+	half := c / 2
+	return half + time.Duration(r()*float64(c-half))
+}

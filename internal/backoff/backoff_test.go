@@ -38,3 +38,22 @@ func TestDelayWithinEqualJitterBounds(t *testing.T) {
 		}
 	}
 }
+
+func TestForAgeGrowsWithAgeAndStaysBounded(t *testing.T) {
+	p := Policy{Min: 500 * time.Millisecond, Max: time.Minute, Rand: func() float64 { return 1 }}
+	cases := []struct{ age, want time.Duration }{
+		{0, 500 * time.Millisecond},
+		{10 * time.Second, 5 * time.Second},
+		{100 * time.Second, 50 * time.Second},
+		{time.Hour, time.Minute},
+	}
+	for _, c := range cases {
+		if got := p.ForAge(c.age); got != c.want {
+			t.Errorf("ForAge(%s) = %s, want %s", c.age, got, c.want)
+		}
+	}
+	p.Rand = func() float64 { return 0 }
+	if got := p.ForAge(10 * time.Second); got != 2500*time.Millisecond {
+		t.Errorf("ForAge jitter floor = %s, want 2.5s", got)
+	}
+}

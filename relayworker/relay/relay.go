@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"sync"
 	"time"
@@ -307,14 +306,13 @@ func (r *Relay) unclaim(c claimed) {
 }
 
 type outcome struct {
-	sent  []store.Sent
-	retry []store.Failure
-	// waitTopic: missing-topic retries inside --unknown-topic-grace; the grace, not
-	// --max-attempts, bounds them.
-	waitTopic []store.Failure
-	dead      []store.Failure
-	release   []string
-	dest      map[string]string // event id -> destination, for metric labels
+	sent []store.Sent
+	// retry includes missing-topic waits inside --unknown-topic-grace: those are
+	// Uncounted, the grace and not --max-attempts bounds them.
+	retry   []store.Failure
+	dead    []store.Failure
+	release []string
+	dest    map[string]string // event id -> destination, for metric labels
 }
 
 // process publishes claimed rows and returns what to mark.
@@ -423,11 +421,13 @@ func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutd
 				Message: fmt.Sprintf("topic %q does not exist (unknown-topic grace %s passed): %s", row.Destination, r.cfg.UnknownTopicGrace, msg)})
 			return
 		}
-		delay := r.cfg.Backoff.Delay(attempt)
+		// The wait grows with the row's age, not its attempts: waiting for a topic must
+		// not use up the attempt budget a later broker outage may need.
+		delay := r.cfg.Backoff.ForAge(row.Age)
 		if left := r.cfg.UnknownTopicGrace - row.Age; delay > left {
 			delay = left + 10*time.Millisecond // come back right when the grace ends
 		}
-		out.waitTopic = append(out.waitTopic, store.Failure{EventID: row.EventID, Code: code, Message: msg, Delay: delay})
+		out.retry = append(out.retry, store.Failure{EventID: row.EventID, Code: code, Message: msg, Delay: delay, Uncounted: true})
 		return
 	case publish.Unknown:
 		r.m.SendUnknown.WithLabelValues(row.Destination).Inc()
@@ -463,14 +463,6 @@ func (r *Relay) mark(token string, out *outcome) {
 			}
 			for d, c := range counts {
 				r.m.SendSuccess.WithLabelValues(d).Add(float64(c))
-			}
-		}
-	}
-	if len(out.waitTopic) > 0 {
-		n, err := r.markRetry(ctx, token, math.MaxInt32, out.waitTopic, out.dest)
-		if err == nil {
-			if lost := int64(len(out.waitTopic)) - n; lost > 0 {
-				r.m.MarkFenced.Add(float64(lost))
 			}
 		}
 	}

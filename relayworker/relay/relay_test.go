@@ -421,6 +421,12 @@ func TestUnknownTopic(t *testing.T) {
 		_ = db.QueryRow(`SELECT last_error_code FROM outbox_event WHERE event_id='late-topic' AND status='RETRY'`).Scan(&code)
 		return code.String == publish.CodeTopicNotFound
 	})
+	// Waiting for a topic does not use up attempts: once the topic exists, a broker
+	// outage still has the whole --max-attempts budget.
+	var attempts int
+	if err := db.QueryRow(`SELECT retry_count FROM outbox_event WHERE event_id='late-topic'`).Scan(&attempts); err != nil || attempts != 0 {
+		t.Fatalf("late-topic retry_count = %d (%v), want 0 while waiting for the topic", attempts, err)
+	}
 	var code string
 	_ = db.QueryRow(`SELECT last_error_code FROM outbox_event WHERE event_id='never'`).Scan(&code)
 	if code != publish.CodeTopicNotFound {

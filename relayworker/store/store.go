@@ -52,6 +52,9 @@ type Failure struct {
 	Code    string
 	Message string
 	Delay   time.Duration // RETRY only: backoff before the next attempt
+	// Uncounted: RETRY without using up an attempt (waiting for a missing topic is
+	// bounded by its grace period, not by --max-attempts).
+	Uncounted bool
 }
 
 // Store runs the relay's statements. It is safe for concurrent use.
@@ -238,19 +241,20 @@ const CodeMaxAttempts = "MAX_ATTEMPTS"
 func markRetrySQL(t pgident.Table) string {
 	q := t.Qualified()
 	return `UPDATE ` + q + ` t
-SET status = CASE WHEN t.retry_count + 1 >= $2 THEN 'DEAD' ELSE 'RETRY' END,
-    retry_count = t.retry_count + 1,
+SET status = CASE WHEN NOT u.uncounted AND t.retry_count + 1 >= $2 THEN 'DEAD' ELSE 'RETRY' END,
+    retry_count = t.retry_count + CASE WHEN u.uncounted THEN 0 ELSE 1 END,
     next_retry_at = now() + u.delay_ms * interval '1 millisecond',
-    last_error_code = CASE WHEN t.retry_count + 1 >= $2 THEN '` + CodeMaxAttempts + `' ELSE u.code END,
-    last_error_message = CASE WHEN t.retry_count + 1 >= $2 THEN u.code || ': ' || u.msg ELSE u.msg END,
+    last_error_code = CASE WHEN NOT u.uncounted AND t.retry_count + 1 >= $2 THEN '` + CodeMaxAttempts + `' ELSE u.code END,
+    last_error_message = CASE WHEN NOT u.uncounted AND t.retry_count + 1 >= $2 THEN u.code || ': ' || u.msg ELSE u.msg END,
     lease_until = NULL, updated_at = now()
-FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[]) AS u(id, code, msg, delay_ms)
+FROM unnest($3::text[], $4::text[], $5::text[], $6::bigint[], $7::bool[]) AS u(id, code, msg, delay_ms, uncounted)
 WHERE t.event_id = u.id AND t.owner_token = $1 AND t.status = 'SENDING'
 RETURNING t.event_id, t.status`
 }
 
 // MarkRetry records failed attempts (fenced by owner token). A row whose attempts are
-// used up (retry_count reaches maxAttempts) goes DEAD with code MAX_ATTEMPTS. It
+// used up (retry_count reaches maxAttempts) goes DEAD with code MAX_ATTEMPTS; an
+// Uncounted failure never does and leaves retry_count alone. It
 // returns the ids that went DEAD and the number of rows changed.
 func (s *Store) MarkRetry(ctx context.Context, token string, maxAttempts int, fs []Failure) (dead []string, n int64, err error) {
 	if len(fs) == 0 {
@@ -258,11 +262,13 @@ func (s *Store) MarkRetry(ctx context.Context, token string, maxAttempts int, fs
 	}
 	ids, codes, msgs := split(fs)
 	delays := make([]int64, len(fs))
+	uncounted := make([]bool, len(fs))
 	for i, f := range fs {
 		delays[i] = f.Delay.Milliseconds()
+		uncounted[i] = f.Uncounted
 	}
 	s.Statements.Add(1)
-	rows, err := s.retry.QueryContext(ctx, token, maxAttempts, pq.Array(ids), pq.Array(codes), pq.Array(msgs), pq.Array(delays))
+	rows, err := s.retry.QueryContext(ctx, token, maxAttempts, pq.Array(ids), pq.Array(codes), pq.Array(msgs), pq.Array(delays), pq.Array(uncounted))
 	if err != nil {
 		return nil, 0, fmt.Errorf("mark retry: %w", err)
 	}
