@@ -11,6 +11,7 @@ package controllers
 // (builders_test.go); the reconcilers only fetch inputs and apply the results.
 
 import (
+	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -554,11 +555,21 @@ type NamedRef struct {
 	Ref  outboxv1.SecretKeyRef
 }
 
-// SecretHash fingerprints the referenced values (name/key -> value). Only referenced
-// keys count, so an unrelated key in a shared Secret does not roll the workers.
-func SecretHash(values map[outboxv1.SecretKeyRef][]byte) string {
-	keys := make([]outboxv1.SecretKeyRef, 0, len(values))
-	for k := range values {
+// SecretValues are the referenced Secret keys' values, with the UID of each Secret.
+type SecretValues struct {
+	Data map[outboxv1.SecretKeyRef][]byte
+	// UIDs by Secret name: the keys of the fingerprint (see SecretHash).
+	UIDs map[string]string
+}
+
+// SecretHash fingerprints the referenced values (name/key -> value) for the pod
+// template annotation that rolls the workers when a credential changes. Only
+// referenced keys count, so an unrelated key in a shared Secret does not roll them.
+// Each value is an HMAC keyed with its Secret's UID: someone who can read Deployments
+// but not Secrets cannot test password guesses against the annotation.
+func SecretHash(v SecretValues) string {
+	keys := make([]outboxv1.SecretKeyRef, 0, len(v.Data))
+	for k := range v.Data {
 		keys = append(keys, k)
 	}
 	sort.Slice(keys, func(i, j int) bool {
@@ -569,9 +580,10 @@ func SecretHash(values map[outboxv1.SecretKeyRef][]byte) string {
 	})
 	h := sha256.New()
 	for _, k := range keys {
-		v := sha256.Sum256(values[k])
+		mac := hmac.New(sha256.New, []byte(v.UIDs[k.Name]))
+		mac.Write(v.Data[k])
 		h.Write([]byte(k.Name + "\x00" + k.Key + "\x00"))
-		h.Write(v[:])
+		h.Write(mac.Sum(nil))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }

@@ -91,9 +91,9 @@ func (p *refProblem) Error() string { return p.Reason + ": " + p.Message }
 // readSecretRefs fetches every referenced Secret key from the object's OWN namespace
 // with the uncached reader (no cluster-wide Secret informer). A missing Secret or key
 // is a refProblem; other API errors are returned as errors.
-func readSecretRefs(ctx context.Context, reader client.Reader, namespace string, refs []NamedRef) (map[outboxv1.SecretKeyRef][]byte, *refProblem, error) {
+func readSecretRefs(ctx context.Context, reader client.Reader, namespace string, refs []NamedRef) (SecretValues, *refProblem, error) {
 	secrets := map[string]*corev1.Secret{}
-	values := map[outboxv1.SecretKeyRef][]byte{}
+	values := SecretValues{Data: map[outboxv1.SecretKeyRef][]byte{}, UIDs: map[string]string{}}
 	for _, nr := range refs {
 		s, ok := secrets[nr.Ref.Name]
 		if !ok {
@@ -101,17 +101,18 @@ func readSecretRefs(ctx context.Context, reader client.Reader, namespace string,
 			err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: nr.Ref.Name}, s)
 			switch {
 			case apierrors.IsNotFound(err):
-				return nil, &refProblem{ReasonSecretNotFound, fmt.Sprintf(
+				return values, &refProblem{ReasonSecretNotFound, fmt.Sprintf(
 					"Secret %q referenced by %s was not found in namespace %q; create it there (Secrets of other namespaces cannot be referenced)",
 					nr.Ref.Name, nr.Path, namespace)}, nil
 			case apierrors.IsForbidden(err):
-				return nil, &refProblem{ReasonSecretForbidden, fmt.Sprintf(
+				return values, &refProblem{ReasonSecretForbidden, fmt.Sprintf(
 					"the operator may not read Secret %q referenced by %s in namespace %q; check the operator's RBAC",
 					nr.Ref.Name, nr.Path, namespace)}, nil
 			case err != nil:
-				return nil, nil, fmt.Errorf("get Secret %s/%s: %w", namespace, nr.Ref.Name, err)
+				return values, nil, fmt.Errorf("get Secret %s/%s: %w", namespace, nr.Ref.Name, err)
 			}
 			secrets[nr.Ref.Name] = s
+			values.UIDs[nr.Ref.Name] = string(s.UID)
 		}
 		v, ok := s.Data[nr.Ref.Key]
 		if !ok || len(v) == 0 {
@@ -124,11 +125,11 @@ func readSecretRefs(ctx context.Context, reader client.Reader, namespace string,
 			if ok {
 				what = "has an empty key"
 			}
-			return nil, &refProblem{ReasonSecretKeyNotFound, fmt.Sprintf(
+			return values, &refProblem{ReasonSecretKeyNotFound, fmt.Sprintf(
 				"Secret %q %s %q (referenced by %s); keys present: [%s]",
 				nr.Ref.Name, what, nr.Ref.Key, nr.Path, strings.Join(keys, ", "))}, nil
 		}
-		values[nr.Ref] = v
+		values.Data[nr.Ref] = v
 	}
 	return values, nil, nil
 }

@@ -137,7 +137,7 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	if problem != nil {
 		return ctrl.Result{}, problem
 	}
-	dsn := string(values[p.Spec.Source.DSNSecretRef])
+	dsn := string(values.Data[p.Spec.Source.DSNSecretRef])
 
 	// Phase 4: children, owned by the pipeline so deletion cleans them up.
 	if err := ensureOwned(ctx, r.Client, r.Scheme, p, DesiredServiceAccount(p), &corev1.ServiceAccount{},

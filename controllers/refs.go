@@ -57,7 +57,7 @@ func resolvePipeline(ctx context.Context, c client.Client, reader client.Reader,
 	if problem != nil {
 		return nil, &refProblem{problem.Reason, fmt.Sprintf("OutboxPipeline %q: %s", name, problem.Message)}
 	}
-	return &resolvedPipeline{P: pd, Table: table, DSN: string(values[pd.Spec.Source.DSNSecretRef]), Secret: SecretHash(values)}, nil
+	return &resolvedPipeline{P: pd, Table: table, DSN: string(values.Data[pd.Spec.Source.DSNSecretRef]), Secret: SecretHash(values)}, nil
 }
 
 // indexPipelineRef registers the field index for obj (a list of refs extractor).
