@@ -62,7 +62,7 @@ run: manifests ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd/manager
 
 .PHONY: demo
-demo: postgres envtest build ## Local demo stack: control plane, Postgres, broker, operator, a pipeline moving events.
+demo: postgres envtest ## Local demo stack: control plane, Postgres, broker, operator, a pipeline moving events.
 	go run ./hack/demo
 
 .PHONY: docker-build
