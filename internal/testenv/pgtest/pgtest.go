@@ -175,6 +175,47 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
+// StartStandby starts a streaming hot standby of s, which must be running: a
+// pg_basebackup of s (with -R, so the copy starts in recovery and streams WAL from s)
+// into a new temporary directory, served by a second postmaster on another free port.
+// The standby accepts read-only connections (pg_is_in_recovery() is true) and follows
+// every later change on s. Stop it (before or after s) with its own Stop.
+//
+// initdb's default pg_hba.conf with --auth=trust already lets 127.0.0.1 connect for
+// replication, and wal_level=replica / max_wal_senders=10 are PostgreSQL's defaults.
+func (s *Server) StartStandby() (*Server, error) {
+	if !s.Running() {
+		return nil, errors.New("pgtest: StartStandby needs a running primary")
+	}
+	dir, err := os.MkdirTemp("", "pgtest-standby-")
+	if err != nil {
+		return nil, fmt.Errorf("pgtest: temp dir: %w", err)
+	}
+	sb := &Server{opts: s.opts, binDir: s.binDir, dir: dir, dataDir: filepath.Join(dir, "data"), cred: s.cred}
+	if sb.cred != nil {
+		if err := os.Chown(dir, int(sb.cred.Uid), int(sb.cred.Gid)); err != nil {
+			_ = os.RemoveAll(dir)
+			return nil, fmt.Errorf("pgtest: chown %s: %w", dir, err)
+		}
+	}
+	cmd := exec.Command(filepath.Join(s.binDir, "pg_basebackup"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
+		"-U", "postgres", "-D", sb.dataDir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sb.cred}
+	if out, err := cmd.CombinedOutput(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, fmt.Errorf("pgtest: pg_basebackup: %w: %s", err, strings.TrimSpace(string(out)))
+	}
+	if sb.Port, err = freePort(); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, err
+	}
+	if err := sb.start(); err != nil {
+		_ = sb.Stop()
+		return nil, err
+	}
+	return sb, nil
+}
+
 // Stop shuts the server down and removes its directory.
 func (s *Server) Stop() error {
 	err := s.shutdown()

@@ -3,7 +3,9 @@ package pgtest
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"testing"
+	"time"
 )
 
 // TestKill9AndRestartKeepsCommittedRows proves the fault helpers work: a committed row
@@ -39,5 +41,67 @@ func TestKill9AndRestartKeepsCommittedRows(t *testing.T) {
 	}
 	if v != 42 {
 		t.Fatalf("got %d, want 42", v)
+	}
+}
+
+// TestStartStandbyStreamsAndIsReadOnly proves StartStandby gives a real hot standby:
+// it reports pg_is_in_recovery(), has the primary's data, follows later commits and
+// refuses writes.
+func TestStartStandbyStreamsAndIsReadOnly(t *testing.T) {
+	srv, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	dsn := srv.NewDatabase(t)
+	primary, err := sql.Open("postgres", dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer primary.Close()
+	ctx := context.Background()
+	if _, err := primary.ExecContext(ctx, `CREATE TABLE t (v int); INSERT INTO t VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	sb, err := srv.StartStandby()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sb.Stop()
+	if sb.Port == srv.Port {
+		t.Fatalf("standby on the primary's port %d", sb.Port)
+	}
+	standby, err := sql.Open("postgres", sb.DSN(dsn[strings.LastIndex(dsn, "/")+1:strings.Index(dsn, "?")]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer standby.Close()
+	var rec bool
+	if err := standby.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec); err != nil || !rec {
+		t.Fatalf("standby pg_is_in_recovery() = %v, %v; want true", rec, err)
+	}
+	if err := primary.QueryRowContext(ctx, `SELECT pg_is_in_recovery()`).Scan(&rec); err != nil || rec {
+		t.Fatalf("primary pg_is_in_recovery() = %v, %v; want false", rec, err)
+	}
+	if _, err := primary.ExecContext(ctx, `INSERT INTO t VALUES (2)`); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		var sum int
+		if err := standby.QueryRowContext(ctx, `SELECT coalesce(sum(v), 0) FROM t`).Scan(&sum); err != nil {
+			t.Fatal(err)
+		}
+		if sum == 3 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("standby sum(v) = %d after 30s; want 3 (streamed from the primary)", sum)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	_, err = standby.ExecContext(ctx, `INSERT INTO t VALUES (3)`)
+	if err == nil || !strings.Contains(err.Error(), "read-only") {
+		t.Fatalf("write on the standby: %v; want a read-only error", err)
 	}
 }
