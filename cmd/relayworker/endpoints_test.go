@@ -4,8 +4,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,66 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
 )
-
-// sample is one line of the Prometheus text exposition.
-type sample struct {
-	name   string
-	labels map[string]string
-	value  float64
-}
-
-var (
-	sampleLine = regexp.MustCompile(`^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)`)
-	labelPair  = regexp.MustCompile(`([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"`)
-)
-
-// parseMetrics reads the text format; only what the assertions need.
-func parseMetrics(t *testing.T, body string) []sample {
-	t.Helper()
-	var out []sample
-	for _, line := range strings.Split(body, "\n") {
-		if line == "" || strings.HasPrefix(line, "#") {
-			continue
-		}
-		m := sampleLine.FindStringSubmatch(line)
-		if m == nil {
-			t.Fatalf("unparsable metrics line %q", line)
-		}
-		v, err := strconv.ParseFloat(m[3], 64)
-		if err != nil {
-			t.Fatalf("metrics line %q: %v", line, err)
-		}
-		s := sample{name: m[1], labels: map[string]string{}, value: v}
-		for _, lp := range labelPair.FindAllStringSubmatch(m[2], -1) {
-			s.labels[lp[1]] = lp[2]
-		}
-		out = append(out, s)
-	}
-	return out
-}
-
-// sum adds the samples of name whose labels include want.
-func sum(ss []sample, name string, want map[string]string) (float64, bool) {
-	var total float64
-	found := false
-	for _, s := range ss {
-		if s.name != name {
-			continue
-		}
-		ok := true
-		for k, v := range want {
-			if s.labels[k] != v {
-				ok = false
-			}
-		}
-		if ok {
-			total += s.value
-			found = true
-		}
-	}
-	return total, found
-}
 
 // produceControl answers or holds Produce requests for chosen topics; everything
 // else passes through to kfake.
@@ -235,17 +175,20 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	if code != 200 {
 		t.Fatalf("/metrics: %d %s", code, body)
 	}
-	ss := parseMetrics(t, body)
+	ss, err := relayproc.ParseMetrics(body)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, name := range []string{"outbox_pending_count", "outbox_oldest_pending_age_seconds", "outbox_claim_latency_seconds_count",
 		"outbox_send_success_total", "outbox_send_retry_total", "outbox_send_dead_total", "outbox_send_unknown_total",
 		"outbox_lease_expired_total"} {
-		if _, ok := sum(ss, name, map[string]string{"pipeline": "endpoints"}); !ok {
+		if _, ok := relayproc.Sum(ss, name, map[string]string{"pipeline": "endpoints"}); !ok {
 			t.Errorf("/metrics lacks %s{pipeline=\"endpoints\"}", name)
 		}
 	}
 	expect := func(name string, labels map[string]string, min, max float64) {
 		t.Helper()
-		v, _ := sum(ss, name, labels)
+		v, _ := relayproc.Sum(ss, name, labels)
 		if v < min || v > max {
 			t.Errorf("%s%v = %v, want [%v, %v]", name, labels, v, min, max)
 		}
@@ -259,10 +202,10 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	expect("outbox_lease_expired_total", nil, 1, 1)
 	expect("outbox_claim_latency_seconds_count", nil, 1, 1e12)
 	for _, s := range ss {
-		for k, v := range s.labels {
+		for k, v := range s.Labels {
 			for _, id := range ids {
 				if strings.Contains(v, id) {
-					t.Errorf("%s has label %s=%q carrying event id %s", s.name, k, v, id)
+					t.Errorf("%s has label %s=%q carrying event id %s", s.Name, k, v, id)
 				}
 			}
 		}
@@ -313,8 +256,8 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	relaytest.Eventually(t, 15*time.Second, "/readyz 200 on the primary again", func() bool { return status(readyz) == 200 })
 	relaytest.Insert(t, db, relaytest.Ev{ID: "ep-after", AggID: "ep-agg-after", Version: 1, Topic: okTopic})
 	relaytest.Eventually(t, 15*time.Second, "relaying again", func() bool { return stateOf(t, db, "ep-after").status == "SENT" })
-	p.stop(t)
+	p.Stop(t)
 	if testing.Verbose() {
-		fmt.Fprintln(os.Stderr, p.stderr.String())
+		fmt.Fprintln(os.Stderr, p.Stderr())
 	}
 }

@@ -46,7 +46,7 @@ func relayAll(t *testing.T, b *kafkatest.Broker, topic string, env func(dsn stri
 	if got := b.Count(topic); got != n {
 		t.Fatalf("broker holds %d records of %s, want %d", got, topic, n)
 	}
-	p.stop(t)
+	p.Stop(t)
 	return p
 }
 
@@ -63,7 +63,7 @@ func failsWithRetry(t *testing.T, b *kafkatest.Broker, topic string, code string
 		s = stateOf(t, db, id)
 		return s.status == "RETRY" && s.retries >= 3
 	})
-	p.stop(t)
+	p.Stop(t)
 	s = stateOf(t, db, id)
 	if s.status != "RETRY" || s.code != code {
 		t.Fatalf("after failed publishes: %+v; want RETRY with %s", s, code)
@@ -144,7 +144,7 @@ func TestSASL(t *testing.T) {
 				}
 			}
 			ok := relayAll(t, b, "sasl-ok", env(pass))
-			if strings.Contains(ok.stderr.String(), pass) {
+			if strings.Contains(ok.Stderr(), pass) {
 				t.Fatal("SASL password in the relay's log")
 			}
 
@@ -157,7 +157,7 @@ func TestSASL(t *testing.T) {
 			if hs > int64(10*(s.retries+1)) {
 				t.Fatalf("%d SASL handshakes for %d attempts: hot loop", hs, s.retries)
 			}
-			logs := p.stderr.String()
+			logs := p.Stderr()
 			for _, secret := range []string{pass, wrong} {
 				if strings.Contains(logs, secret) || strings.Contains(s.msg, secret) {
 					t.Fatalf("SASL password in the log or last_error_message:\n%s\n%s", logs, s.msg)
@@ -234,7 +234,7 @@ func TestTLS(t *testing.T) {
 		if !strings.Contains(s.msg, why) {
 			t.Fatalf("last_error_message %q does not say %q", s.msg, why)
 		}
-		if logs := p.stderr.String(); !strings.Contains(logs, why) {
+		if logs := p.Stderr(); !strings.Contains(logs, why) {
 			t.Fatalf("the relay's log does not say %q:\n%s", why, logs)
 		}
 	})

@@ -1,14 +1,9 @@
 package main_test
 
 import (
-	"bytes"
-	"context"
 	"database/sql"
 	"fmt"
-	"net"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -19,6 +14,7 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
 )
 
 var (
@@ -31,9 +27,8 @@ func TestMain(m *testing.M) {
 	if err != nil {
 		panic(err)
 	}
-	bin = filepath.Join(dir, "relayworker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		fmt.Fprintf(os.Stderr, "build relayworker: %v\n%s", err, out)
+	if bin, err = relayproc.Build(dir); err != nil {
+		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
 	broker, err = kafkatest.Start(3)
@@ -49,20 +44,7 @@ func TestMain(m *testing.M) {
 // run executes relayworker with args and env and returns exit code and stderr.
 func run(t *testing.T, env []string, args ...string) (int, string) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	cmd := exec.CommandContext(ctx, bin, args...)
-	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	err := cmd.Run()
-	code := 0
-	if ee, ok := err.(*exec.ExitError); ok {
-		code = ee.ExitCode()
-	} else if err != nil {
-		t.Fatal(err)
-	}
-	return code, stderr.String()
+	return relayproc.Run(t, bin, append([]string{"PATH=" + os.Getenv("PATH")}, env...), args...)
 }
 
 func oneLine(t *testing.T, stderr string) string {
@@ -78,14 +60,7 @@ func oneLine(t *testing.T, stderr string) string {
 	return last
 }
 
-func freeAddr(t *testing.T) string {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
-}
+func freeAddr(t *testing.T) string { return relayproc.FreeAddr(t) }
 
 func TestBadInput(t *testing.T) {
 	dsn := relaytest.PG.NewDatabase(t) // exists, but no outbox table
@@ -140,28 +115,10 @@ func TestMigrateIdempotentThenRelay(t *testing.T) {
 	}
 }
 
-type proc struct {
-	cmd    *exec.Cmd
-	stderr *bytes.Buffer
-	done   chan struct{}
-}
-
-func startRelay(t *testing.T, dsn string, extra ...string) *proc {
+func startRelay(t *testing.T, dsn string, extra ...string) *child {
 	t.Helper()
 	args := append([]string{"relay", "--metrics-addr=", "--health-addr=" + freeAddr(t), "--poll-interval=100ms"}, extra...)
-	cmd := exec.Command(bin, args...)
-	cmd.Env = []string{"OUTBOX_DSN=" + dsn, "KAFKA_BROKERS=" + broker.AddrList(), "RELAY_WORKER_ID=" + t.Name()}
-	p := &proc{cmd: cmd, stderr: &bytes.Buffer{}, done: make(chan struct{})}
-	cmd.Stderr = p.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-p.done
-	})
-	return p
+	return spawn(t, []string{"OUTBOX_DSN=" + dsn, "KAFKA_BROKERS=" + broker.AddrList(), "RELAY_WORKER_ID=" + t.Name()}, args...)
 }
 
 func migrated(t *testing.T) (string, *sql.DB) { return relaytest.NewDB(t) }
@@ -206,10 +163,10 @@ func TestKill9BetweenPublishAndMark(t *testing.T) {
 		_ = db.QueryRow(`SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%'`).Scan(&waiting)
 		return waiting >= 1
 	})
-	if err := p.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+	if err := p.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	<-p.done
+	<-p.Done()
 	// The dead worker's UPDATE is still queued on the server; a crashed client's backend
 	// would die with it (connection reset), so end it before releasing the lock.
 	if _, err := db.Exec(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE 'UPDATE%'`); err != nil {
@@ -268,14 +225,14 @@ func TestSIGTERMReleasesLeases(t *testing.T) {
 	p := startRelay(t, dsn, "--lease=60s", "--shutdown-timeout=1s")
 	<-entered
 	start := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.Signal(syscall.SIGTERM)
 	select {
-	case <-p.done:
+	case <-p.Done():
 	case <-time.After(15 * time.Second):
-		t.Fatalf("no exit 15s after SIGTERM; stderr: %s", p.stderr)
+		t.Fatalf("no exit 15s after SIGTERM; stderr: %s", p.Stderr())
 	}
-	if code := p.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("exit code %d: %s", code, p.stderr)
+	if code := p.Cmd.ProcessState.ExitCode(); code != 0 {
+		t.Fatalf("exit code %d: %s", code, p.Stderr())
 	}
 	if took := time.Since(start); took > 10*time.Second {
 		t.Fatalf("shutdown took %s", took)

@@ -1,88 +1,25 @@
 package main_test
 
 import (
-	"bytes"
 	"database/sql"
-	"io"
-	"net/http"
-	"os/exec"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
 )
 
-// lockedBuffer collects a child's stderr; the test reads it while exec's copying
-// goroutine may still write.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
 // child is a running relayworker process.
-type child struct {
-	cmd    *exec.Cmd
-	stderr *lockedBuffer
-	done   chan struct{}
-}
+type child = relayproc.Proc
 
 // spawn starts relayworker with exactly env and args; the process is killed at test
 // end if still running.
 func spawn(t *testing.T, env []string, args ...string) *child {
 	t.Helper()
-	cmd := exec.Command(bin, args...)
-	cmd.Env = env
-	c := &child{cmd: cmd, stderr: &lockedBuffer{}, done: make(chan struct{})}
-	cmd.Stderr = c.stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = cmd.Wait(); close(c.done) }()
-	t.Cleanup(func() {
-		_ = cmd.Process.Kill()
-		<-c.done
-	})
-	return c
+	return relayproc.Spawn(t, bin, env, args...)
 }
 
-// stop sends SIGTERM and waits for a clean exit.
-func (c *child) stop(t *testing.T) {
-	t.Helper()
-	_ = c.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-c.done:
-	case <-time.After(30 * time.Second):
-		t.Fatalf("relayworker did not exit 30s after SIGTERM; stderr:\n%s", c.stderr)
-	}
-	if code := c.cmd.ProcessState.ExitCode(); code != 0 {
-		t.Fatalf("relayworker exit code %d; stderr:\n%s", code, c.stderr)
-	}
-}
-
-// httpGet returns status code and body; code 0 when the request failed (not
-// listening yet).
-func httpGet(url string) (int, string) {
-	cl := http.Client{Timeout: 2 * time.Second}
-	resp, err := cl.Get(url)
-	if err != nil {
-		return 0, err.Error()
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, string(b)
-}
+// httpGet returns status code and body; code 0 when the request failed.
+func httpGet(url string) (int, string) { return relayproc.HTTPGet(url) }
 
 // rowState is the relay-visible state of one outbox row.
 type rowState struct {
