@@ -72,7 +72,7 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	relaytest.Insert(t, db, relaytest.Many(tp, tp, n)...)
 	held, release := holdFirstProduce(t, tp)
 
-	a := startWorker(t, "sigstop-A", dsn, "--lease=2s", "--batch-size=500")
+	a := startWorker(t, "sigstop-A", dsn, "--lease=3s", "--batch-size=500")
 	select {
 	case <-held:
 	case <-time.After(20 * time.Second):

@@ -53,12 +53,7 @@ func TestStartStandbyStreamsAndIsReadOnly(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer srv.Stop()
-	dsn := srv.NewDatabase(t)
-	primary, err := sql.Open("postgres", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer primary.Close()
+	dsn, primary := srv.OpenDatabase(t) // the standby copies this database too
 	ctx := context.Background()
 	if _, err := primary.ExecContext(ctx, `CREATE TABLE t (v int); INSERT INTO t VALUES (1)`); err != nil {
 		t.Fatal(err)
