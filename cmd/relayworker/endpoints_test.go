@@ -181,7 +181,7 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	}
 	for _, name := range []string{"outbox_pending_count", "outbox_oldest_pending_age_seconds", "outbox_claim_latency_seconds_count",
 		"outbox_send_success_total", "outbox_send_retry_total", "outbox_send_dead_total", "outbox_send_unknown_total",
-		"outbox_lease_expired_total"} {
+		"outbox_lease_expired_total", "outbox_table_dead_tuples", "outbox_table_live_tuples", "outbox_table_size_bytes"} {
 		if _, ok := relayproc.Sum(ss, name, map[string]string{"pipeline": "endpoints"}); !ok {
 			t.Errorf("/metrics lacks %s{pipeline=\"endpoints\"}", name)
 		}
@@ -201,6 +201,9 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	expect("outbox_send_unknown_total", map[string]string{"destination": slowTopic}, 1, 1e9)
 	expect("outbox_lease_expired_total", nil, 1, 1)
 	expect("outbox_claim_latency_seconds_count", nil, 1, 1e12)
+	// Table health (design pitfall: dead tuples slow claims; the gauges are listed as
+	// required above): the table holds rows, so its size is positive.
+	expect("outbox_table_size_bytes", nil, 1, 1e12)
 	for _, s := range ss {
 		for k, v := range s.Labels {
 			for _, id := range ids {

@@ -24,6 +24,9 @@ type Metrics struct {
 	SendRetry        *prometheus.CounterVec // destination, code
 	SendDead         *prometheus.CounterVec // destination, code
 	SendUnknown      *prometheus.CounterVec // destination
+	TableDeadTuples  prometheus.Gauge
+	TableLiveTuples  prometheus.Gauge
+	TableSizeBytes   prometheus.Gauge
 	LeaseExpired     prometheus.Counter
 	LeaseReleased    prometheus.Counter
 	MarkFenced       prometheus.Counter
@@ -57,6 +60,12 @@ func New(pipeline string) *Metrics {
 			Help: "Events moved to DEAD, by error code."}, []string{"destination", "code"}),
 		SendUnknown: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_unknown_total",
 			Help: "Publishes with an unknown outcome (may be duplicated on retry)."}, []string{"destination"}),
+		TableDeadTuples: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_table_dead_tuples",
+			Help: "Dead tuples in the outbox table (pg_stat_user_tables.n_dead_tup): they slow claims until vacuumed."}),
+		TableLiveTuples: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_table_live_tuples",
+			Help: "Live tuples in the outbox table (pg_stat_user_tables.n_live_tup, an estimate)."}),
+		TableSizeBytes: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_table_size_bytes",
+			Help: "Size of the outbox table with its indexes and TOAST (pg_total_relation_size)."}),
 		LeaseExpired: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_lease_expired_total",
 			Help: "Rows taken over from an expired SENDING lease (possible duplicates)."}),
 		LeaseReleased: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_lease_released_total",
@@ -66,7 +75,7 @@ func New(pipeline string) *Metrics {
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_relay_errors_total",
 			Help: "Relay loop errors by stage (claim, mark, listen, stats)."}, []string{"stage"}),
 	}
-	r.MustRegister(m.PendingCount, m.OldestPendingAge, m.ClaimLatency, m.ClaimBatchSize, m.PublishLatency,
+	r.MustRegister(m.PendingCount, m.OldestPendingAge, m.TableDeadTuples, m.TableLiveTuples, m.TableSizeBytes, m.ClaimLatency, m.ClaimBatchSize, m.PublishLatency,
 		m.SendSuccess, m.SendRetry, m.SendDead, m.SendUnknown, m.LeaseExpired, m.LeaseReleased, m.MarkFenced, m.Errors)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m

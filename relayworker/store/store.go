@@ -346,6 +346,25 @@ func (s *Store) Backlog(ctx context.Context) (count int64, oldest time.Duration,
 	return count, time.Duration(secs * float64(time.Second)), nil
 }
 
+// TableHealth is what bloats a busy outbox table: dead tuples left by the status
+// updates (until autovacuum), and its total size with indexes.
+type TableHealth struct {
+	DeadTuples, LiveTuples, SizeBytes int64
+}
+
+// Health reads the table's statistics (cheap catalog lookups, no table scan).
+func (s *Store) Health(ctx context.Context) (TableHealth, error) {
+	var h TableHealth
+	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(st.n_dead_tup, 0), COALESCE(st.n_live_tup, 0), pg_total_relation_size(c.oid)
+		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
+		WHERE n.nspname = $1 AND c.relname = $2`, s.t.Schema, s.t.Name).Scan(&h.DeadTuples, &h.LiveTuples, &h.SizeBytes)
+	if err != nil {
+		return h, fmt.Errorf("table health: %w", err)
+	}
+	return h, nil
+}
+
 // ErrHotStandby is returned by CheckPrimary on a server in recovery.
 var ErrHotStandby = errors.New("database is a hot standby (pg_is_in_recovery() = true): the relay needs the primary")
 

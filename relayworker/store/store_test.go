@@ -343,3 +343,18 @@ func itoa(i int) string {
 	}
 	return itoa(i/10) + d[i%10:i%10+1]
 }
+
+// Status updates leave dead tuples behind; Health reports them (and the table size)
+// from the statistics views, so bloat that slows claims shows up in the metrics.
+func TestHealthReportsDeadTuplesAndSize(t *testing.T) {
+	s, insert := newStore(t)
+	insert(relaytest.Many("h", "t", 200)...)
+	rows, err := s.Claim(ctx, "tok", 200, 30*time.Second)
+	if err != nil || len(rows) != 200 {
+		t.Fatalf("claim: %d rows, %v", len(rows), err)
+	}
+	relaytest.Eventually(t, 15*time.Second, "dead tuples counted after the claim's updates", func() bool {
+		h, err := s.Health(ctx)
+		return err == nil && h.DeadTuples >= 200 && h.SizeBytes > 0
+	})
+}
