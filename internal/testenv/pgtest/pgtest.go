@@ -5,10 +5,12 @@
 package pgtest
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -75,11 +77,7 @@ func Start(opts Options) (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, err
 	}
-	if s.Port, err = freePort(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := s.start(); err != nil {
+	if err := s.startOnFreePort(); err != nil {
 		_ = s.Stop()
 		return nil, err
 	}
@@ -161,9 +159,65 @@ func (s *Server) Kill9() error {
 	if cmd == nil {
 		return errors.New("pgtest: server is not running")
 	}
-	_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	// Backends call setsid(), so they are not in the postmaster's process group: stop
+	// the postmaster (no new children), list its children, kill them all, and wait
+	// until none is left attached to the shared memory a restart wants to create.
+	pid := cmd.Process.Pid
+	_ = syscall.Kill(pid, syscall.SIGSTOP)
+	kids := childrenOf(pid)
+	_ = syscall.Kill(-pid, syscall.SIGKILL)
+	for _, k := range kids {
+		_ = syscall.Kill(k, syscall.SIGKILL)
+	}
 	<-done
-	return s.waitGroupGone(cmd.Process.Pid)
+	if err := s.waitGroupGone(pid); err != nil {
+		return err
+	}
+	return waitGone(kids)
+}
+
+// childrenOf lists the processes whose parent is pid (from /proc).
+func childrenOf(pid int) []int {
+	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
+	var out []int
+	for _, st := range stats {
+		b, err := os.ReadFile(st)
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...; comm may contain spaces and parentheses.
+		f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:]))
+		if len(f) < 2 {
+			continue
+		}
+		if ppid, _ := strconv.Atoi(f[1]); ppid == pid {
+			child, _ := strconv.Atoi(filepath.Base(filepath.Dir(st)))
+			out = append(out, child)
+		}
+	}
+	return out
+}
+
+// waitGone waits until every pid has exited (a zombie counts as exited: it holds no
+// memory, and an orphan's zombie may never be reaped in a container).
+func waitGone(pids []int) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for {
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+			if err != nil {
+				break
+			}
+			if f := strings.Fields(string(b[bytes.LastIndexByte(b, ')')+1:])); len(f) > 0 && (f[0] == "Z" || f[0] == "X") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("pgtest: postgres process %d still alive 30s after SIGKILL", pid)
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // Restart stops the server if it runs (fast shutdown) and starts it again on the same
@@ -205,15 +259,27 @@ func (s *Server) StartStandby() (*Server, error) {
 		_ = os.RemoveAll(dir)
 		return nil, fmt.Errorf("pgtest: pg_basebackup: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	if sb.Port, err = freePort(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, err
-	}
-	if err := sb.start(); err != nil {
+	if err := sb.startOnFreePort(); err != nil {
 		_ = sb.Stop()
 		return nil, err
 	}
 	return sb, nil
+}
+
+// startOnFreePort starts the server on a free port, trying another port when the
+// start fails (another process may take a port between the check and the bind).
+func (s *Server) startOnFreePort() error {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		if s.Port, err = freePort(); err != nil {
+			return err
+		}
+		if err = s.start(); err == nil {
+			return nil
+		}
+		_ = s.shutdown()
+	}
+	return err
 }
 
 // Stop shuts the server down and removes its directory.
@@ -291,22 +357,41 @@ func (s *Server) waitReady(done <-chan struct{}) error {
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
-			return fmt.Errorf("pgtest: postgres exited during start-up; see %s", filepath.Join(s.dir, "postgres.log"))
+			return fmt.Errorf("pgtest: postgres exited during start-up: %s", s.logTail())
 		default:
 		}
 		db, err := sql.Open("postgres", s.DSN("postgres"))
 		if err == nil {
+			// Ask which data directory answers: a server of another test process that
+			// got the same port must not pass for this one.
+			var dataDir string
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-			err = db.PingContext(ctx)
+			err = db.QueryRowContext(ctx, `SHOW data_directory`).Scan(&dataDir)
 			cancel()
 			db.Close()
 			if err == nil {
+				if filepath.Clean(dataDir) != filepath.Clean(s.dataDir) {
+					return fmt.Errorf("pgtest: port %d is served by another server (%s)", s.Port, dataDir)
+				}
 				return nil
 			}
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	return fmt.Errorf("pgtest: postgres not ready after 60s; see %s", filepath.Join(s.dir, "postgres.log"))
+	return fmt.Errorf("pgtest: postgres not ready after 60s: %s", s.logTail())
+}
+
+// logTail is the end of the server log, for start-up errors (Stop removes the file).
+func (s *Server) logTail() string {
+	name := filepath.Join(s.dir, "postgres.log")
+	b, err := os.ReadFile(name)
+	if err != nil {
+		return "see " + name
+	}
+	if len(b) > 2000 {
+		b = b[len(b)-2000:]
+	}
+	return name + ":\n" + strings.TrimSpace(string(b))
 }
 
 // waitGroupGone waits until no process of the postmaster's group is left, so a
@@ -399,7 +484,26 @@ func isExec(p string) bool {
 	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
+// freePort picks a free loopback port below the kernel's ephemeral range, so that no
+// port the kernel hands out (client connections, ":0" listeners of other tests) can
+// take it while the server is down between Kill9 and Restart.
 func freePort() (int, error) {
+	const low = 10000
+	high := 32768
+	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
+		if f := strings.Fields(string(b)); len(f) == 2 {
+			if v, err := strconv.Atoi(f[0]); err == nil {
+				high = v
+			}
+		}
+	}
+	for i := 0; high-low > 1000 && i < 100; i++ {
+		p := low + rand.IntN(high-low)
+		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
+			l.Close()
+			return p, nil
+		}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return 0, fmt.Errorf("pgtest: free port: %w", err)
