@@ -182,10 +182,26 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 		return err
 	}
 	defer db.Close()
+	if err := requirePrimary(ctx, db); err != nil {
+		return err
+	}
 	if err := schema.Migrate(ctx, db, cfg.T, schema.Options{NotifyTrigger: cfg.NotifyTrigger}); err != nil {
 		return err
 	}
 	log.Info("outbox table migrated", "table", cfg.T.String(), "notifyTrigger", cfg.NotifyTrigger)
+	return nil
+}
+
+// requirePrimary refuses a hot standby with one clear error: claims, marks and DDL
+// need the primary.
+func requirePrimary(ctx context.Context, db *sql.DB) error {
+	rec, err := store.InRecovery(ctx, db)
+	if err != nil {
+		return err
+	}
+	if rec {
+		return store.ErrHotStandby
+	}
 	return nil
 }
 
@@ -195,10 +211,8 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 		return err
 	}
 	defer db.Close()
-	if rec, err := store.InRecovery(ctx, db); err != nil {
+	if err := requirePrimary(ctx, db); err != nil {
 		return err
-	} else if rec {
-		return relay.ErrHotStandby
 	}
 	if err := schema.Verify(ctx, db, cfg.T); err != nil {
 		return err

@@ -53,7 +53,7 @@ func New(pipeline string) *Metrics {
 		PublishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{Name: "outbox_publish_latency_seconds",
 			Help: "Duration of one batch write to Kafka.", Buckets: prometheus.ExponentialBuckets(0.0005, 2, 16)}),
 		SendSuccess: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_success_total",
-			Help: "Events published and marked SENT."}, []string{"destination"}),
+			Help: "Events the brokers acknowledged (a mark fenced by a newer owner still counts; see outbox_mark_fenced_total)."}, []string{"destination"}),
 		SendRetry: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_retry_total",
 			Help: "Failed publishes scheduled for RETRY, by error code."}, []string{"destination", "code"}),
 		SendDead: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_send_dead_total",

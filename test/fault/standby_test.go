@@ -42,9 +42,9 @@ func TestHotStandbyRefused(t *testing.T) {
 		want string
 	}{
 		{[]string{"relay", "--metrics-addr=", "--health-addr="}, "hot standby"},
-		// migrate reports PostgreSQL's own refusal: "cannot set transaction read-write
-		// mode during recovery".
-		{[]string{"migrate"}, "during recovery"},
+		// migrate checks pg_is_in_recovery() first, like the relay, rather than leaving
+		// it to PostgreSQL's "cannot set transaction read-write mode during recovery".
+		{[]string{"migrate"}, "hot standby"},
 	} {
 		code, stderr := relayproc.Run(t, bin, env, c.args...)
 		lines := strings.Split(strings.TrimSpace(stderr), "\n")
