@@ -29,6 +29,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
@@ -297,15 +298,24 @@ type conditionedStatus[S any] interface {
 // live (a pointer to obj's status as fetched), then records an Event for every condition
 // transition. Skipping unchanged writes keeps a steady state free of API traffic and of
 // resourceVersion churn that would wake watchers.
+//
+// The whole status is sent (an update, not a JSON merge patch computed from two Go
+// structs): counts that are 0 in both the fetched and the desired struct would be left
+// out of such a patch and never show up as 0 in `kubectl get`. A conflict means the
+// object changed since it was fetched; that change queues another reconcile, which
+// writes the status then.
 func patchStatusIfChanged[S any, PS conditionedStatus[S]](ctx context.Context, c client.Client, rec events.EventRecorder,
 	obj client.Object, live, desired PS) error {
 	if equality.Semantic.DeepEqual(live, desired) {
 		return nil
 	}
 	before := live.GetConditions()
-	patch := client.MergeFrom(obj.DeepCopyObject().(client.Object))
 	*live = *desired
-	if err := c.Status().Patch(ctx, obj, patch, client.FieldOwner(FieldOwner)); err != nil {
+	if err := c.Status().Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
+		if apierrors.IsConflict(err) {
+			logf.FromContext(ctx).V(1).Info("status update conflict; the next reconcile writes it")
+			return nil
+		}
 		return fmt.Errorf("update status: %w", err)
 	}
 	emitTransitions(rec, obj, before, desired.GetConditions())

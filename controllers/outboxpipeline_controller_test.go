@@ -4,6 +4,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
@@ -155,6 +157,17 @@ var _ = Describe("OutboxPipeline", func() {
 		p := newPipeline(ns, "stats", "db")
 		Expect(k8sClient.Create(suiteCtx, p)).To(Succeed())
 		Eventually(getPipeline(ns, "stats")).Should(HaveField("Status.LastCheckTime", Not(BeNil())))
+
+		By("an empty table shows 0, not a blank, in kubectl get: the zeros are stored")
+		stored := &unstructured.Unstructured{}
+		stored.SetGroupVersionKind(outboxv1.GroupVersion.WithKind("OutboxPipeline"))
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), stored)).To(Succeed())
+		for _, f := range []string{"pending", "retrying", "dead"} {
+			v, found, err := unstructured.NestedInt64(stored.Object, "status", f)
+			Expect(err).NotTo(HaveOccurred())
+			Expect(found).To(BeTrue(), "status.%s is missing from the stored object", f)
+			Expect(v).To(BeZero())
+		}
 
 		insertRow(db, t, "PENDING", "")
 		insertRow(db, t, "PENDING", "")
