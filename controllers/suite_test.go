@@ -63,6 +63,9 @@ var _ = BeforeSuite(func() {
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
+		// KUBEBUILDER_ASSETS (set by the Makefile) wins; plain `go test ./controllers`
+		// finds the binaries `make envtest` built.
+		BinaryAssetsDirectory: filepath.Join("..", "bin", "k8s"),
 	}
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())

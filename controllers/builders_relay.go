@@ -1,0 +1,205 @@
+/*
+Copyright 2026 The outbox-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package controllers
+
+// The relay workers' objects: ServiceAccount, metrics Service, PodDisruptionBudget and
+// Deployment. Pure functions, tested in builders_test.go.
+
+import (
+	"strconv"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+)
+
+// DesiredServiceAccount is the pipeline's own ServiceAccount. Its token is never
+// mounted: relay pods do not talk to the Kubernetes API.
+func DesiredServiceAccount(p *outboxv1.OutboxPipeline) *corev1.ServiceAccount {
+	return &corev1.ServiceAccount{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
+		},
+		AutomountServiceAccountToken: ptr.To(false),
+	}
+}
+
+// DesiredService exposes the workers' /metrics for Prometheus.
+func DesiredService(p *outboxv1.OutboxPipeline) *corev1.Service {
+	return &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
+		},
+		Spec: corev1.ServiceSpec{
+			Type:     corev1.ServiceTypeClusterIP,
+			Selector: selectorLabels(p),
+			Ports: []corev1.ServicePort{{
+				Name: "metrics", Port: metricsPort, Protocol: corev1.ProtocolTCP,
+				TargetPort: intstr.FromString("metrics"),
+			}},
+		},
+	}
+}
+
+// DesiredPDB keeps at most one worker voluntarily evicted at a time. Unhealthy pods
+// may always be evicted, so a crash-looping worker never blocks a node drain.
+func DesiredPDB(p *outboxv1.OutboxPipeline) *policyv1.PodDisruptionBudget {
+	return &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
+		},
+		Spec: policyv1.PodDisruptionBudgetSpec{
+			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
+			Selector:                   &metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
+		},
+	}
+}
+
+// DesiredDeployment renders the relay workers. p must carry defaults
+// (OutboxPipeline.WithDefaults); secretHash fingerprints the referenced Secret keys.
+func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash string) *appsv1.Deployment {
+	r := p.Spec.Relay
+	replicas := *r.Replicas
+	if p.Spec.Paused {
+		replicas = 0
+	}
+	podAnn := map[string]string{}
+	for k, v := range p.Spec.PodAnnotations {
+		podAnn[k] = v
+	}
+	podAnn[AnnotationSecretHash] = secretHash
+	podAnn["kubectl.kubernetes.io/default-container"] = "relay"
+
+	resources := defaultResources()
+	if p.Spec.Resources != nil {
+		resources = *p.Spec.Resources.DeepCopy()
+	}
+	vols, mounts := kafkaVolumes(p)
+	tv, tm := tmpVolume()
+	vols = append(vols, tv)
+	mounts = append(mounts, tm)
+
+	envs := sourceEnv(p)
+	envs = append(envs, kafkaEnv(p)...)
+	envs = append(envs,
+		env("RELAY_BATCH_SIZE", strconv.Itoa(int(r.BatchSize))),
+		env("RELAY_LEASE", goDuration(r.Lease)),
+		env("RELAY_POLL_INTERVAL", goDuration(r.PollInterval)),
+		env("RELAY_MAX_ATTEMPTS", strconv.Itoa(int(r.MaxAttempts))),
+		env("RELAY_MIN_BACKOFF", goDuration(r.MinBackoff)),
+		env("RELAY_MAX_BACKOFF", goDuration(r.MaxBackoff)),
+		env("RELAY_UNKNOWN_TOPIC_GRACE", goDuration(r.UnknownTopicGrace)),
+		corev1.EnvVar{Name: "RELAY_WORKER_ID", ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+		}},
+		env("RELAY_METRICS_ADDR", ":"+strconv.Itoa(metricsPort)),
+		env("RELAY_HEALTH_ADDR", ":"+strconv.Itoa(healthPort)),
+	)
+	image := imageFor(p, defaultImage)
+
+	// A worker stops claiming on SIGTERM and finishes or releases its batch; give it
+	// the lease plus slack so in-flight rows are marked rather than left to expire.
+	grace := int64(r.Lease.Duration/time.Second) + 15
+	if grace < 30 {
+		grace = 30
+	}
+
+	relay := corev1.Container{
+		Name:            "relay",
+		Image:           image,
+		ImagePullPolicy: p.Spec.ImagePullPolicy,
+		Command:         []string{RelayBinary},
+		Args:            []string{"relay"},
+		Env:             envs,
+		Ports: []corev1.ContainerPort{
+			{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: "health", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP},
+		},
+		LivenessProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
+			PeriodSeconds:    10,
+			TimeoutSeconds:   3,
+			FailureThreshold: 3,
+		},
+		ReadinessProbe: &corev1.Probe{
+			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
+			PeriodSeconds:    5,
+			TimeoutSeconds:   3,
+			FailureThreshold: 3,
+		},
+		Resources:                resources,
+		SecurityContext:          ContainerSecurityContext(),
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+	var inits []corev1.Container
+	if p.Spec.Source.Migrate {
+		inits = append(inits, corev1.Container{
+			Name:                     "migrate",
+			Image:                    image,
+			ImagePullPolicy:          p.Spec.ImagePullPolicy,
+			Command:                  []string{RelayBinary},
+			Args:                     []string{"migrate"},
+			Env:                      sourceEnv(p),
+			Resources:                resources,
+			SecurityContext:          ContainerSecurityContext(),
+			VolumeMounts:             []corev1.VolumeMount{tm},
+			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+		})
+	}
+
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{
+			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
+		},
+		Spec: appsv1.DeploymentSpec{
+			Replicas:             &replicas,
+			RevisionHistoryLimit: ptr.To[int32](3),
+			Selector:             &metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+			Strategy: appsv1.DeploymentStrategy{
+				Type: appsv1.RollingUpdateDeploymentStrategyType,
+				// Workers are stateless (claims are leases in the table): surge a new
+				// one before stopping an old one, never drop below the desired count.
+				RollingUpdate: &appsv1.RollingUpdateDeployment{
+					MaxUnavailable: ptr.To(intstr.FromInt32(0)),
+					MaxSurge:       ptr.To(intstr.FromInt32(1)),
+				},
+			},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: relayLabels(p), Annotations: podAnn},
+				Spec: corev1.PodSpec{
+					ServiceAccountName:            RelayName(p),
+					AutomountServiceAccountToken:  ptr.To(false),
+					EnableServiceLinks:            ptr.To(false),
+					SecurityContext:               PodSecurityContext(),
+					TerminationGracePeriodSeconds: &grace,
+					InitContainers:                inits,
+					Containers:                    []corev1.Container{relay},
+					Volumes:                       vols,
+					NodeSelector:                  p.Spec.NodeSelector,
+					Tolerations:                   p.Spec.Tolerations,
+					PriorityClassName:             p.Spec.PriorityClassName,
+					ImagePullSecrets:              p.Spec.ImagePullSecrets,
+					// Spread workers so one node failure does not stop the pipeline.
+					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
+						MaxSkew:           1,
+						TopologyKey:       "kubernetes.io/hostname",
+						WhenUnsatisfiable: corev1.ScheduleAnyway,
+						LabelSelector:     &metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+					}},
+				},
+			},
+		},
+	}
+}
