@@ -22,6 +22,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -256,16 +257,44 @@ func (s *Stack) RunJob(ctx context.Context, namespace, name string) error {
 	if err := s.Client.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &j); err != nil {
 		return fmt.Errorf("get job %s/%s: %w", namespace, name, err)
 	}
-	if len(j.Spec.Template.Spec.Containers) == 0 {
-		return fmt.Errorf("job %s/%s has no containers", namespace, name)
+	return s.runPod(ctx, namespace, name+"-0", j.Spec.Template.Spec)
+}
+
+// RunCronJobOnce plays the CronJob controller and kubelet for one scheduled run: it
+// runs the job template's first container to completion and then records the run in
+// the CronJob's status (lastScheduleTime, lastSuccessfulTime) as that controller would.
+func (s *Stack) RunCronJobOnce(ctx context.Context, namespace, name string) error {
+	var cj batchv1.CronJob
+	key := types.NamespacedName{Namespace: namespace, Name: name}
+	if err := s.Client.Get(ctx, key, &cj); err != nil {
+		return fmt.Errorf("get cronjob %s/%s: %w", namespace, name, err)
 	}
-	pod := podrunner.Pod{Name: name + "-0", Namespace: namespace}
-	cmd, err := podrunner.Command(ctx, s.Client, pod, j.Spec.Template.Spec.Containers[0], s.BinDir, prefixed(s.out, pod.Name+": "))
+	started := metav1.Now()
+	if err := s.runPod(ctx, namespace, name+"-manual-0", cj.Spec.JobTemplate.Spec.Template.Spec); err != nil {
+		return err
+	}
+	if err := s.Client.Get(ctx, key, &cj); err != nil {
+		return fmt.Errorf("get cronjob %s/%s: %w", namespace, name, err)
+	}
+	finished := metav1.Now()
+	cj.Status.LastScheduleTime, cj.Status.LastSuccessfulTime = &started, &finished
+	if err := s.Client.Status().Update(ctx, &cj); err != nil {
+		return fmt.Errorf("record run in cronjob %s/%s status: %w", namespace, name, err)
+	}
+	return nil
+}
+
+func (s *Stack) runPod(ctx context.Context, namespace, podName string, spec corev1.PodSpec) error {
+	if len(spec.Containers) == 0 {
+		return fmt.Errorf("pod %s/%s has no containers", namespace, podName)
+	}
+	pod := podrunner.Pod{Name: podName, Namespace: namespace}
+	cmd, err := podrunner.Command(ctx, s.Client, pod, spec.Containers[0], s.BinDir, prefixed(s.out, pod.Name+": "))
 	if err != nil {
 		return err
 	}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("job %s/%s: %w", namespace, name, err)
+		return fmt.Errorf("pod %s/%s: %w", namespace, podName, err)
 	}
 	return nil
 }
