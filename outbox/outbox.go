@@ -113,7 +113,7 @@ func (e *Event) Validate() error {
 	case !json.Valid(e.Payload):
 		return bad("Payload is not valid JSON (the payload column is jsonb)")
 	}
-	if err := validTopic(e.Destination); err != nil {
+	if err := schema.ValidTopic(e.Destination); err != nil {
 		return bad("%v", err)
 	}
 	for k := range e.Headers {
@@ -122,18 +122,6 @@ func (e *Event) Validate() error {
 		}
 		if reservedHeaders[k] {
 			return bad("header %q is set by the relay and cannot be overridden", k)
-		}
-	}
-	return nil
-}
-
-func validTopic(t string) error {
-	if len(t) > 249 || t == "." || t == ".." {
-		return fmt.Errorf("destination %q is not a valid Kafka topic name", t)
-	}
-	for _, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("destination %q has character %q not allowed in Kafka topic names", t, c)
 		}
 	}
 	return nil

@@ -319,7 +319,7 @@ func Message(r *store.Row) (kafka.Message, error) {
 	if strings.TrimSpace(r.Destination) == "" {
 		return kafka.Message{}, &BadEventError{CodeEmptyDestination, "destination (topic) is empty"}
 	}
-	if err := validTopic(r.Destination); err != nil {
+	if err := schema.ValidTopic(r.Destination); err != nil {
 		return kafka.Message{}, &BadEventError{CodeInvalidTopic, err.Error()}
 	}
 	if r.Payload == nil {
@@ -383,21 +383,4 @@ func parseHeaders(raw []byte) ([][2]string, error) {
 		out = append(out, [2]string{k, v})
 	}
 	return out, nil
-}
-
-// validTopic applies Kafka's topic name rules (legal characters, length), so a bad
-// destination goes DEAD with a clear reason instead of failing every retry.
-func validTopic(t string) error {
-	if len(t) > 249 {
-		return fmt.Errorf("topic name %q is longer than 249 characters", t)
-	}
-	if t == "." || t == ".." {
-		return fmt.Errorf("topic name %q is not allowed", t)
-	}
-	for _, c := range t {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '.' || c == '_' || c == '-') {
-			return fmt.Errorf("topic name %q has illegal character %q (allowed: a-z A-Z 0-9 . _ -)", t, c)
-		}
-	}
-	return nil
 }
