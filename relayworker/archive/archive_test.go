@@ -10,23 +10,16 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
-var srv *pgtest.Server
-
-func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
+func TestMain(m *testing.M) { relaytest.Main(m) }
 
 func setup(t *testing.T, mode string) (*sql.DB, *config.Archive) {
 	t.Helper()
-	dsn, db := srv.OpenDatabase(t)
-	tb, _ := pgident.NewTable("public", "outbox_event")
-	if err := schema.Migrate(context.Background(), db, tb, schema.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dsn, db := relaytest.NewDB(t)
 	cfg, err := config.ParseArchive([]string{"--dsn", dsn, "--mode", mode, "--batch-size", "3",
 		"--sent-retention", "1h", "--dead-retention", "24h", "--consumer-log-retention", "1h"}, func(string) (string, bool) { return "", false })
 	if err != nil {
@@ -136,7 +129,7 @@ func TestDeleteModeAndConsumerLog(t *testing.T) {
 }
 
 func TestMissingTableIsOneClearError(t *testing.T) {
-	dsn, db := srv.OpenDatabase(t)
+	dsn, db := relaytest.PG.OpenDatabase(t)
 	cfg, err := config.ParseArchive([]string{"--dsn", dsn}, func(string) (string, bool) { return "", false })
 	if err != nil {
 		t.Fatal(err)

@@ -11,25 +11,17 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
+	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
-var srv *pgtest.Server
-
-func TestMain(m *testing.M) { pgtest.Main(m, &srv) }
+func TestMain(m *testing.M) { relaytest.Main(m) }
 
 func noEnv(string) (string, bool) { return "", false }
 
 func setup(t *testing.T) (*sql.DB, string) {
 	t.Helper()
-	dsn, db := srv.OpenDatabase(t)
-	tb, _ := pgident.NewTable("public", "outbox_event")
-	if err := schema.Migrate(context.Background(), db, tb, schema.Options{}); err != nil {
-		t.Fatal(err)
-	}
+	dsn, db := relaytest.NewDB(t)
 	return db, dsn
 }
 
