@@ -255,9 +255,13 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}{
 		{cfg.MetricsAddr, withPath("/metrics", m.Handler()), "metrics"},
 		{cfg.HealthAddr, h.Handler(), "health"},
+		{cfg.PprofAddr, nil, "pprof"},
 	} {
 		if ep.addr == "" {
 			continue
+		}
+		if ep.what == "pprof" {
+			ep.h = pprofHandler() // only now: it switches block/mutex sampling on
 		}
 		ln, err := net.Listen("tcp", ep.addr)
 		if err != nil {

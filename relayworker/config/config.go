@@ -53,6 +53,8 @@ type Relay struct {
 	WorkerID          string
 	MetricsAddr       string
 	HealthAddr        string
+	// PprofAddr serves net/http/pprof (CPU, heap, block and mutex profiles); empty: off.
+	PprofAddr string
 
 	KafkaTLS           bool
 	KafkaTLSCAFile     string
@@ -217,6 +219,7 @@ func bindRelay(b *binder, r *Relay) {
 	b.str(&r.WorkerID, "worker-id", "RELAY_WORKER_ID", host, "identity in owner tokens and logs")
 	b.str(&r.MetricsAddr, "metrics-addr", "RELAY_METRICS_ADDR", ":8080", "Prometheus /metrics listen address (empty: off)")
 	b.str(&r.HealthAddr, "health-addr", "RELAY_HEALTH_ADDR", ":8081", "/healthz and /readyz listen address (empty: off)")
+	b.str(&r.PprofAddr, "pprof-addr", "RELAY_PPROF_ADDR", "", "net/http/pprof listen address for profiling (empty: off; never expose it outside the pod)")
 	b.boolean(&r.KafkaTLS, "kafka-tls", "KAFKA_TLS", false, "use TLS to the brokers")
 	b.str(&r.KafkaTLSCAFile, "kafka-tls-ca-file", "KAFKA_TLS_CA_FILE", "", "PEM CA bundle")
 	b.str(&r.KafkaSASLMechanism, "kafka-sasl-mechanism", "KAFKA_SASL_MECHANISM", "", "plain, scram-sha-256 or scram-sha-512")

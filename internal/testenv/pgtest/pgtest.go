@@ -36,6 +36,9 @@ type Options struct {
 	MaxConnections int
 	// Logf receives the server's log location and life-cycle lines; nil discards them.
 	Logf func(format string, args ...any)
+	// Settings are extra server settings as name=value (passed as -c name=value after
+	// the defaults, so they win), e.g. shared_preload_libraries=pg_stat_statements.
+	Settings []string
 }
 
 // Server is one private PostgreSQL instance.
@@ -335,6 +338,9 @@ func (s *Server) start() error {
 		"-c", "max_connections=" + strconv.Itoa(s.opts.MaxConnections),
 		"-c", "shared_buffers=128MB",
 		"-c", "log_min_messages=warning",
+	}
+	for _, kv := range s.opts.Settings {
+		args = append(args, "-c", kv)
 	}
 	cmd := exec.Command(filepath.Join(s.binDir, "postgres"), args...)
 	cmd.Stdout, cmd.Stderr = logFile, logFile
