@@ -98,9 +98,12 @@ func drains(s *stack, withPeer bool) error {
 		results = append(results, r)
 		fmt.Printf("  %-34s %10d %10.2f %12.0f %12.4f %8d %9d\n", r.peer, r.events, r.secs, r.rate(), r.stmtsPerEvent, r.dups, r.reorders)
 		if *verbose {
-			for _, st := range r.top {
-				fmt.Printf("      %8d calls %9.0f ms (%.2f ms each) %8d rows  %s\n", st.calls, st.totalMS, st.meanMS, st.rows, st.query)
+			fmt.Printf("      CPU seconds: postgres %.1f, workers %.1f, broker %.1f, harness+consumer %.1f (of %.1f on 2 cores)\n",
+				r.cpu["postgres"], r.cpu["workers"], r.cpu["broker"], r.cpu["harness+consumer"], 2*r.secs)
+			if r.stages != "" {
+				fmt.Printf("      %s\n", r.stages)
 			}
+			printTop(r.top)
 		}
 		return nil
 	}
@@ -164,6 +167,12 @@ func latencies(s *stack, withPeer bool) error {
 			}
 			fmt.Printf("  %-30s %7d %8d %8d %8.1f %8.1f %8.1f %8.1f %12.3f %10s\n", r.peer, r.rate, r.n, r.missing,
 				ms(r.p50), ms(r.p95), ms(r.p99), ms(r.max), r.stmtsPerEvent, idleCol)
+			if *verbose {
+				if r.stages != "" {
+					fmt.Printf("      %s\n", r.stages)
+				}
+				printTop(r.top)
+			}
 			if r.reorders > 0 {
 				fmt.Printf("    (%d events read after a newer version of their aggregate)\n", r.reorders)
 			}
@@ -174,3 +183,9 @@ func latencies(s *stack, withPeer bool) error {
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+func printTop(top []stmtStat) {
+	for _, st := range top {
+		fmt.Printf("      %8d calls %9.0f ms (%.2f ms each) %8d rows  %s\n", st.calls, st.totalMS, st.meanMS, st.rows, st.query)
+	}
+}

@@ -11,6 +11,8 @@ import (
 	"strconv"
 
 	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
 )
 
 // peer is one relay implementation under test.
@@ -38,6 +40,27 @@ type relayPeer struct {
 	label   string
 	profile bool     // serve pprof on each worker (switches block sampling on)
 	pprof   []string // filled by start: pprof addresses of the workers
+	metrics []string // filled by start: metrics addresses of the workers
+}
+
+// stages sums the workers' own histograms: mean claim and publish time and mean
+// claimed batch size ("" when the workers are gone).
+func (p *relayPeer) stages() string {
+	var v [6]float64
+	names := []string{"outbox_claim_latency_seconds_sum", "outbox_claim_latency_seconds_count",
+		"outbox_publish_latency_seconds_sum", "outbox_publish_latency_seconds_count",
+		"outbox_claim_batch_size_sum", "outbox_claim_batch_size_count"}
+	for _, addr := range p.metrics {
+		for i, n := range names {
+			x, _ := relayproc.Metric("http://"+addr+"/metrics", n, nil)
+			v[i] += x
+		}
+	}
+	if v[1] == 0 || v[3] == 0 || v[5] == 0 {
+		return ""
+	}
+	return fmt.Sprintf("claims %.0f, mean %.1f ms, mean batch %.1f rows; publishes %.0f, mean %.1f ms",
+		v[1], 1000*v[0]/v[1], v[4]/v[5], v[3], 1000*v[2]/v[3])
 }
 
 func (p *relayPeer) name() string { return p.label }
@@ -69,7 +92,7 @@ func (p *relayPeer) load(db *sql.DB, w *workload) error {
 
 func (p *relayPeer) start(_, relayDSN, brokers string, n int) ([]*proc, error) {
 	var ps []*proc
-	p.pprof = nil
+	p.pprof, p.metrics = nil, nil
 	for i := 0; i < n; i++ {
 		addrs := make([]string, 2, 3)
 		if p.profile {
@@ -93,6 +116,7 @@ func (p *relayPeer) start(_, relayDSN, brokers string, n int) ([]*proc, error) {
 			return ps, err
 		}
 		ps = append(ps, pr)
+		p.metrics = append(p.metrics, addrs[0])
 	}
 	return ps, nil
 }

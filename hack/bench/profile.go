@@ -52,6 +52,10 @@ func (pf *profiler) finish(p peer, tag string) {
 
 func (pf *profiler) fetch(url, file string) {
 	resp, err := http.Get(url)
+	for i := 0; err != nil && i < 100; i++ { // the worker may still be starting
+		time.Sleep(50 * time.Millisecond)
+		resp, err = http.Get(url)
+	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "profile:", err)
 		return

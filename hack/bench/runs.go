@@ -28,6 +28,8 @@ type drainResult struct {
 	stmtsPerEvent  float64
 	dups, reorders int64
 	top            []stmtStat
+	cpu            cpuSample
+	stages         string
 }
 
 func (r drainResult) rate() float64 { return float64(r.events) / r.secs }
@@ -75,10 +77,15 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 		return res, err
 	}
 	s.prof.cpu(p, tag, 3*time.Second)
+	cpu0 := s.sampleCPU(ps)
 	if err := waitDrained(c, p, db, ps, 10*time.Minute); err != nil {
 		return res, err
 	}
 	res.secs = time.Since(t0).Seconds()
+	res.cpu = s.sampleCPU(ps).since(cpu0)
+	if rp, ok := p.(*relayPeer); ok {
+		res.stages = rp.stages()
+	}
 	s.prof.finish(p, tag)
 	stopAll(ps)
 	calls, err := s.statements(dbName(super))
@@ -148,6 +155,8 @@ type latResult struct {
 	stmtsPerEvent         float64
 	idleStmtsPerWorkerSec float64
 	reorders              int64
+	stages                string
+	top                   []stmtStat
 }
 
 // latency runs producers at rate events/s for warm+dur and measures the events
@@ -200,6 +209,9 @@ func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Du
 		return res, err
 	}
 	res.stmtsPerEvent = calls / float64(pr.to)
+	if res.top, err = s.topStatements(dbName(super)); err != nil {
+		return res, err
+	}
 	var lats []time.Duration
 	for seq := pr.from; seq < pr.to; seq++ {
 		at := c.seen[seq].Load()
@@ -216,6 +228,9 @@ func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Du
 		res.p50, res.p95, res.p99, res.max = pct(0.50), pct(0.95), pct(0.99), lats[len(lats)-1]
 	}
 	res.reorders = c.reorders.Load()
+	if rp, ok := p.(*relayPeer); ok {
+		res.stages = rp.stages()
+	}
 	if idle {
 		if res.idleStmtsPerWorkerSec, err = s.idleCost(dbName(super), workers); err != nil {
 			return res, err

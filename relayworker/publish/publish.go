@@ -8,7 +8,11 @@
 //     ignores keys. Murmur2 (not kafka.Hash, which is FNV-1a) is the Java client's
 //     default partitioner, so Java/franz-go producers of the same keys pick the same
 //     partition and one aggregate stays on one partition whoever produces it.
-//   - BatchTimeout = 2ms: the default 1s adds up to a second of latency per write.
+//   - BatchTimeout = 100µs: the default 1s adds up to a second of latency per write,
+//     and any wait here is pure latency: Publish hands each topic's messages to the
+//     Writer in one call, and kafka-go appends a call's share of a partition to that
+//     partition's batch under the partition's lock, so the batch timer cannot cut a
+//     call's share in two, however short it is (it only decides when to send).
 //   - BatchSize = the claim batch size and BatchBytes = 4 x MaxMessageBytes, and
 //     Publish hands the Writer at most BatchBytes per call (chunks.go): one partition's
 //     share of a call goes out as one produce request, so it succeeds or fails as a
@@ -44,7 +48,7 @@ import (
 type Options struct {
 	Brokers      []string
 	BatchSize    int
-	BatchTimeout time.Duration // default 2ms
+	BatchTimeout time.Duration // default 100µs
 	WriteTimeout time.Duration // default 10s
 	// MaxMessageBytes bounds one message (key+value+headers); default 1 MiB, Kafka's
 	// default message.max.bytes. Larger messages go DEAD without being sent.
@@ -68,7 +72,7 @@ type Publisher struct {
 // NewWriter builds the durable kafka-go Writer described in the package comment.
 func NewWriter(o Options) (*kafka.Writer, error) {
 	if o.BatchTimeout <= 0 {
-		o.BatchTimeout = 2 * time.Millisecond
+		o.BatchTimeout = 100 * time.Microsecond
 	}
 	if o.WriteTimeout <= 0 {
 		o.WriteTimeout = 10 * time.Second

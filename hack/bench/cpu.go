@@ -1,0 +1,75 @@
+// cpu.go: where a run's CPU went (postgres backends, the workers, the broker, this
+// harness with its consumer), read from /proc, so the table says whether a peer waits
+// or computes.
+
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+const clockTicks = 100 // USER_HZ on Linux
+
+// cpuSample is CPU seconds by component.
+type cpuSample map[string]float64
+
+func procCPU(stat string) (comm string, ppid int, secs float64, ok bool) {
+	b, err := os.ReadFile(stat)
+	if err != nil {
+		return "", 0, 0, false
+	}
+	s := string(b)
+	open, closeP := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
+	if open < 0 || closeP < open {
+		return "", 0, 0, false
+	}
+	comm = s[open+1 : closeP]
+	f := strings.Fields(s[closeP+2:])
+	if len(f) < 13 {
+		return "", 0, 0, false
+	}
+	ppid, _ = strconv.Atoi(f[1])
+	ut, _ := strconv.ParseFloat(f[11], 64)
+	st, _ := strconv.ParseFloat(f[12], 64)
+	return comm, ppid, (ut + st) / clockTicks, true
+}
+
+// sampleCPU attributes every live process: postgres by name, the others by pid.
+// (Processes that exited since the last sample take their CPU with them; the workers
+// are sampled before they are stopped.)
+func (s *stack) sampleCPU(workers []*proc) cpuSample {
+	out := cpuSample{}
+	pids := map[int]string{os.Getpid(): "harness+consumer"}
+	if s.broker != nil {
+		pids[s.broker.cmd.Process.Pid] = "broker"
+	}
+	for _, w := range workers {
+		pids[w.cmd.Process.Pid] = "workers"
+	}
+	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
+	for _, p := range paths {
+		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
+		comm, _, secs, ok := procCPU(p)
+		if !ok {
+			continue
+		}
+		switch {
+		case pids[pid] != "":
+			out[pids[pid]] += secs
+		case comm == "postgres":
+			out["postgres"] += secs
+		}
+	}
+	return out
+}
+
+func (a cpuSample) since(b cpuSample) cpuSample {
+	d := cpuSample{}
+	for k, v := range a {
+		d[k] = v - b[k]
+	}
+	return d
+}
