@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"fmt"
 	"sort"
 	"sync"
 	"testing"
@@ -357,4 +358,45 @@ func TestHealthReportsDeadTuplesAndSize(t *testing.T) {
 		h, err := s.Health(ctx)
 		return err == nil && h.DeadTuples >= 200 && h.SizeBytes > 0
 	})
+}
+
+// A released older version sorts behind the newer versions of its aggregate that kept
+// their insert time (next_retry_at = now() on release). The claim must still reach
+// it: a batch filled with newer versions the order check drops would starve every
+// aggregate (seen with a paused relay releasing whole batches).
+func TestClaimReachesReleasedOlderVersionsBehindNewerOnes(t *testing.T) {
+	_, db := relaytest.NewDB(t)
+	var evs []relaytest.Ev
+	for i := 0; i < 3000; i++ { // 100 aggregates x 30 versions, one transaction
+		evs = append(evs, relaytest.Ev{ID: fmt.Sprintf("rr-%d", i), AggID: fmt.Sprintf("rr-agg-%d", i%100), Version: int64(i/100 + 1), Topic: "t"})
+	}
+	relaytest.Insert(t, db, evs...)
+	s, err := store.New(context.Background(), db, relaytest.DefaultTable)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	first, err := s.Claim(ctx, "a", 100, 30*time.Second)
+	if err != nil || len(first) != 100 {
+		t.Fatalf("first claim: %d rows, %v", len(first), err)
+	}
+	ids := make([]string, len(first))
+	for i, r := range first {
+		ids[i] = r.EventID
+	}
+	if n, err := s.Release(ctx, "a", ids); err != nil || n != 100 {
+		t.Fatalf("release: %d, %v", n, err)
+	}
+	again, err := s.Claim(ctx, "b", 100, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(again) != 100 {
+		t.Fatalf("claim after release returned %d rows, want the 100 released version-1 rows", len(again))
+	}
+	for _, r := range again {
+		if r.AggregateVersion != 1 {
+			t.Fatalf("claimed %s version %d before its aggregate's version 1", r.EventID, r.AggregateVersion)
+		}
+	}
 }
