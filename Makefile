@@ -47,8 +47,13 @@ test: postgres envtest vet ## Run every test: units, Postgres + kfake integratio
 	go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
-bench: postgres ## Relay benchmarks against a private Postgres and kfake; prints a table.
-	go run ./hack/bench
+bench: postgres ## Black-box benchmark: relayworker processes vs Watermill's forwarder, drain and latency; prints a table.
+	go run ./hack/bench $(BENCH_ARGS)
+
+.PHONY: bench-large
+bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k drain behind 1,000,000 SENT rows of history.
+	go run ./hack/bench -runs drain -peers relay -events 1000000
+	go run ./hack/bench -runs drain -peers relay -history 1000000
 
 ##@ Build
 .PHONY: build

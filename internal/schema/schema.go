@@ -27,7 +27,10 @@ const (
 	ArchiveSuffix     = "_archive"
 	ArchiveRunsSuffix = "_archive_runs"
 	ReplayAuditSuffix = "_replay_audit"
-	ConsumeTable      = "message_consume"
+	// WorkersSuffix names the table where each relay worker reports its broker state
+	// (WorkersDDL); the operator reads it for the pipeline's status.
+	WorkersSuffix = "_workers"
+	ConsumeTable  = "message_consume"
 )
 
 // ArchiveRunsKept is how many runs per retention policy the run history keeps; each
@@ -158,6 +161,8 @@ func Statements(t pgident.Table, opts Options) []string {
     event_ids    jsonb       NULL
 )`,
 
+		WorkersDDL(t),
+
 		ConsumeTableDDL(t.Schema),
 	}
 	if opts.NotifyTrigger {
@@ -192,6 +197,23 @@ func ConsumeTableDDL(schemaName string) string {
     first_received_at timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_group, event_id)
+)`
+}
+
+// WorkersDDL creates the worker-status table: one row per running `relayworker relay`
+// (worker_id = --worker-id, the pod name), upserted when the worker starts, on every
+// broker pause and resume, and as a heartbeat every few seconds; deleted when the
+// worker stops cleanly. broker_up = false means the worker has paused claiming because
+// no broker answers (broker_down_since, broker_error_code say since when and why). Rows
+// whose heartbeat_at is older than a minute belong to workers that died and are ignored.
+func WorkersDDL(t pgident.Table) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(WorkersSuffix).Qualified() + ` (
+    worker_id         text        PRIMARY KEY,
+    broker_up         boolean     NOT NULL DEFAULT true,
+    broker_down_since timestamptz NULL,
+    broker_error_code text        NULL,
+    started_at        timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at      timestamptz NOT NULL DEFAULT now()
 )`
 }
 

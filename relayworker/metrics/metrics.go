@@ -30,6 +30,8 @@ type Metrics struct {
 	LeaseExpired     prometheus.Counter
 	LeaseReleased    prometheus.Counter
 	MarkFenced       prometheus.Counter
+	BrokerUp         prometheus.Gauge
+	BrokerPauses     prometheus.Counter
 	Errors           *prometheus.CounterVec // stage
 }
 
@@ -72,11 +74,15 @@ func New(pipeline string) *Metrics {
 			Help: "Claimed rows handed back unpublished (shutdown, lease guard, order guard)."}),
 		MarkFenced: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_mark_fenced_total",
 			Help: "Marks that changed nothing because another worker owns the row now (its publish may duplicate ours)."}),
+		BrokerUp: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_broker_up",
+			Help: "1 while the worker can publish; 0 while it has paused claiming because no broker stores anything (rows keep their attempts)."}),
+		BrokerPauses: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_broker_pauses_total",
+			Help: "Times the worker paused claiming for a broker-wide failure."}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_relay_errors_total",
 			Help: "Relay loop errors by stage (claim, mark, listen, stats)."}, []string{"stage"}),
 	}
 	r.MustRegister(m.PendingCount, m.OldestPendingAge, m.TableDeadTuples, m.TableLiveTuples, m.TableSizeBytes, m.ClaimLatency, m.ClaimBatchSize, m.PublishLatency,
-		m.SendSuccess, m.SendRetry, m.SendDead, m.SendUnknown, m.LeaseExpired, m.LeaseReleased, m.MarkFenced, m.Errors)
+		m.SendSuccess, m.SendRetry, m.SendDead, m.SendUnknown, m.LeaseExpired, m.LeaseReleased, m.MarkFenced, m.BrokerUp, m.BrokerPauses, m.Errors)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

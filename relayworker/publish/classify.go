@@ -71,6 +71,13 @@ const (
 	CodeEmptyKey         = "EMPTY_KEY"
 )
 
+// BrokerCodes are the codes of the Transient and Unknown classes: failures of the
+// brokers or of the way to them, not of one message. A batch that fails with only
+// these and stores nothing pauses the worker instead of counting attempts; RETRY rows
+// that carry one of them are made claimable again when a paused worker resumes.
+var BrokerCodes = []string{CodeBrokerUnavailable, CodeLeaderChange, CodeNotEnoughReplicas, CodeBrokerRetriable,
+	CodeKafkaError, CodeSendFailed, CodeSendTimeoutUnknown, CodeConnLostUnknown, CodeAuthenticationFailed, CodeTLSFailed}
+
 // Classify maps a publish error to a class and a stable code. It is a pure function.
 // Anything it does not recognise is Transient: retried with backoff and bounded by
 // --max-attempts, so an unexpected error can never make events DEAD on first sight.

@@ -63,8 +63,9 @@ type Options struct {
 
 // Publisher writes messages to Kafka.
 type Publisher struct {
-	w   *kafka.Writer
-	max int64
+	w    *kafka.Writer
+	opts Options // for the broker probe's own connections
+	max  int64
 	// chunk bounds the bytes (as Size counts them) of one WriteMessages call.
 	chunk int64
 }
@@ -83,6 +84,30 @@ func NewWriter(o Options) (*kafka.Writer, error) {
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20
 	}
+	tr, err := newTransport(o)
+	if err != nil {
+		return nil, err
+	}
+	return &kafka.Writer{
+		Addr:                   kafka.TCP(o.Brokers...),
+		Balancer:               &kafka.Murmur2Balancer{},
+		RequiredAcks:           kafka.RequireAll,
+		BatchSize:              o.BatchSize,
+		BatchBytes:             o.MaxMessageBytes * 4,
+		BatchTimeout:           o.BatchTimeout,
+		WriteTimeout:           o.WriteTimeout,
+		ReadTimeout:            o.WriteTimeout,
+		MaxAttempts:            3,
+		WriteBackoffMin:        50 * time.Millisecond,
+		WriteBackoffMax:        500 * time.Millisecond,
+		AllowAutoTopicCreation: false,
+		Transport:              tr,
+		Completion:             complete,
+	}, nil
+}
+
+// newTransport is the connection layer with the TLS and SASL settings of o.
+func newTransport(o Options) (*kafka.Transport, error) {
 	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 10 * time.Second}
 	if o.TLS || o.TLSCAFile != "" {
 		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
@@ -119,22 +144,7 @@ func NewWriter(o Options) (*kafka.Writer, error) {
 		}
 		tr.SASL = mech
 	}
-	return &kafka.Writer{
-		Addr:                   kafka.TCP(o.Brokers...),
-		Balancer:               &kafka.Murmur2Balancer{},
-		RequiredAcks:           kafka.RequireAll,
-		BatchSize:              o.BatchSize,
-		BatchBytes:             o.MaxMessageBytes * 4,
-		BatchTimeout:           o.BatchTimeout,
-		WriteTimeout:           o.WriteTimeout,
-		ReadTimeout:            o.WriteTimeout,
-		MaxAttempts:            3,
-		WriteBackoffMin:        50 * time.Millisecond,
-		WriteBackoffMax:        500 * time.Millisecond,
-		AllowAutoTopicCreation: false,
-		Transport:              tr,
-		Completion:             complete,
-	}, nil
+	return tr, nil
 }
 
 // New builds a Publisher.
@@ -147,7 +157,7 @@ func New(o Options) (*Publisher, error) {
 	if max <= 0 {
 		max = 1 << 20
 	}
-	return &Publisher{w: w, max: max, chunk: w.BatchBytes}, nil
+	return &Publisher{w: w, opts: o, max: max, chunk: w.BatchBytes}, nil
 }
 
 // Writer exposes the underlying kafka-go Writer (tests check its settings).

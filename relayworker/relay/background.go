@@ -48,6 +48,7 @@ func (r *Relay) stats(ctx context.Context) {
 	defer t.Stop()
 	for {
 		r.refreshGauges(ctx)
+		r.reportWorker(ctx) // heartbeat: the operator ignores rows that stop beating
 		select {
 		case <-ctx.Done():
 			return

@@ -24,6 +24,24 @@ type outcome struct {
 	dead    []store.Failure
 	release []string
 	dest    map[string]string // event id -> destination, for metric labels
+	// brokerDown is the error code when the whole batch failed because no broker
+	// stored anything (brokerWide): its rows were released without an attempt and the
+	// worker pauses claiming.
+	brokerDown string
+	brokerErr  string // the first failure's text, for the log
+}
+
+// topics are the batch's destinations (what a paused worker probes).
+func (o *outcome) topics() []string {
+	seen := map[string]bool{}
+	var ts []string
+	for _, d := range o.dest {
+		if !seen[d] {
+			seen[d] = true
+			ts = append(ts, d)
+		}
+	}
+	return ts
 }
 
 // process publishes claimed rows and returns what to mark.
@@ -100,15 +118,25 @@ func (r *Relay) process(work context.Context, rows []store.Row, deadline time.Ti
 			cancel()
 			r.m.PublishLatency.Observe(time.Since(t0).Seconds())
 			shutdown := work.Err() != nil
+			down, code, msg := brokerWide(results)
+			if down && !shutdown && r.brokersAnswer(work, &out) {
+				down = false // the brokers are fine: these partitions failed, a per-row matter
+			}
+			if down {
+				out.brokerDown, out.brokerErr = code, msg
+			}
 			for k, res := range results {
-				r.classify(&rows[idx[k]], res, &out, shutdown)
+				r.classify(&rows[idx[k]], res, &out, shutdown || down)
 			}
 		}
 	}
 	return out
 }
 
-func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutdown bool) {
+// classify records one message's outcome. release: the failure is the worker's, not
+// the row's (shutdown, or the brokers are down): a transient or unknown failure hands
+// the row back as it was, without an attempt and without a backoff.
+func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, release bool) {
 	if res.Err == nil {
 		out.sent = append(out.sent, store.Sent{EventID: row.EventID, Partition: res.Partition, Offset: res.Offset})
 		return
@@ -142,12 +170,13 @@ func (r *Relay) classify(row *store.Row, res publish.Result, out *outcome, shutd
 		return
 	case publish.Unknown:
 		r.m.SendUnknown.WithLabelValues(row.Destination).Inc()
-		if shutdown {
-			// Abandoned at shutdown: hand the row back for an immediate re-send by
-			// another worker (a duplicate is possible and allowed) instead of a backoff.
-			out.release = append(out.release, row.EventID)
-			return
-		}
+	}
+	if release {
+		// Abandoned at shutdown, or the brokers are down: hand the row back for an
+		// immediate re-send (a duplicate is possible after an unknown outcome, and
+		// allowed) instead of counting an attempt and a backoff against it.
+		out.release = append(out.release, row.EventID)
+		return
 	}
 	out.retry = append(out.retry, store.Failure{EventID: row.EventID, Code: code, Message: msg,
 		Delay: r.cfg.Backoff.Delay(attempt)})

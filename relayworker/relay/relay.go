@@ -10,6 +10,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -60,6 +61,13 @@ type Relay struct {
 	log     logr.Logger
 	wake    chan struct{}
 	primary func(context.Context) (bool, error)
+
+	probe Prober   // nil: resume after one probe wait and let the next produce tell
+	reset Resetter // nil: nothing to reset
+
+	bmu            sync.Mutex
+	bstate         brokerState
+	noWorkersTable atomic.Bool
 }
 
 // ErrHotStandby is returned by Run when the database is a standby.
@@ -77,7 +85,9 @@ func New(cfg Config, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metr
 		cfg.ShutdownTimeout = 20 * time.Second
 	}
 	r := &Relay{cfg: cfg, db: db, store: st, pub: pub, m: m, health: h, log: log,
-		wake: make(chan struct{}, 1)}
+		wake: make(chan struct{}, 1), bstate: brokerState{up: true}}
+	r.probe, _ = pub.(Prober)
+	r.reset, _ = pub.(Resetter)
 	r.primary = func(ctx context.Context) (bool, error) {
 		rec, err := store.InRecovery(ctx, db)
 		return !rec, err
@@ -143,6 +153,16 @@ func (r *Relay) Run(ctx context.Context) error {
 		}
 	}()
 
+	r.m.BrokerUp.Set(1)
+	r.reportWorker(ctx)
+	defer func() {
+		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		if r.cfg.WorkerID != "" && !r.noWorkersTable.Load() {
+			_ = r.store.RemoveWorker(c, r.cfg.WorkerID) // best effort: a stale row ages out
+		}
+	}()
+
 	var bg sync.WaitGroup
 	defer bg.Wait()
 	bgCtx, stopBG := context.WithCancel(ctx)
@@ -201,7 +221,19 @@ func (r *Relay) Run(ctx context.Context) error {
 			go func(ch chan<- claimed) { ch <- r.claim(work) }(ahead)
 		}
 		if b := r.publish(work, c); b != nil {
+			if len(b.out.sent) > 0 {
+				r.publishedOK()
+			}
 			marks <- b
+			if b.out.brokerDown != "" {
+				if ahead != nil {
+					r.unclaim(<-ahead) // claimed during the failed publish: hand back unsent
+					ahead = nil
+				}
+				r.pauseForBroker(ctx, b.out.topics(), b.out.brokerDown, b.out.brokerErr)
+				pace.reset()
+				continue
+			}
 		}
 		n, err := len(c.rows), c.err
 		if err != nil {

@@ -1,10 +1,12 @@
 package fault
 
 import (
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
 )
 
 // The broker goes off the network mid-stream (its port refuses connections, open
@@ -36,15 +38,30 @@ func TestBrokerOutageMidStream(t *testing.T) {
 	}
 	unplugged := time.Now()
 	atUnplug := prod.committed.Load()
-	relaytest.Eventually(t, 30*time.Second, "events retried four times while the broker is away", func() bool {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status = 'RETRY' AND retry_count >= 4`) > 0
+	relaytest.Eventually(t, 30*time.Second, "both workers paused for the broker", func() bool {
+		for _, w := range ws {
+			if w.metric("outbox_broker_up") != 0 {
+				return false
+			}
+		}
+		return true
 	})
+	for _, w := range ws {
+		if c, body := relayproc.HTTPGet(w.readyURL); c != 503 || !strings.Contains(body, "broker unavailable") {
+			t.Fatalf("%s /readyz %d %q during the outage, want 503 broker unavailable", w.name, c, body)
+		}
+	}
 	relaytest.Eventually(t, 30*time.Second, "500 events committed during the outage", func() bool {
 		return prod.committed.Load() >= atUnplug+500
 	})
+	// Only a batch caught half-written by the unplug can have had an attempt counted.
+	counted := count(db, `SELECT count(*) FROM public.outbox_event WHERE retry_count > 0`)
+	if max := len(ws) * 2 * batch; counted > max {
+		t.Fatalf("%d rows had attempts counted during a broker outage, more than %d", counted, max)
+	}
 	retrying := status("RETRY")
 	var codes string
-	if err := db.QueryRow(`SELECT string_agg(DISTINCT last_error_code, ',') FROM public.outbox_event WHERE status = 'RETRY'`).Scan(&codes); err != nil {
+	if err := db.QueryRow(`SELECT coalesce(string_agg(DISTINCT last_error_code, ','), '') FROM public.outbox_event WHERE status = 'RETRY'`).Scan(&codes); err != nil {
 		t.Fatal(err)
 	}
 	if err := broker.Replug(); err != nil {
@@ -66,12 +83,15 @@ func TestBrokerOutageMidStream(t *testing.T) {
 		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT'`) == 0
 	})
 
+	if dead := status("DEAD"); dead != 0 {
+		t.Fatalf("%d rows DEAD after a broker outage", dead)
+	}
 	// Backoff 100ms..1s: a few lines per second of outage per worker, not thousands.
 	checkSurvived(t, 10+int(outage/time.Second)*4, ws...)
 	d := verifyDelivery(t, db, tp)
-	t.Logf("events %d, records %d, duplicates %d; outage %s with %d rows in RETRY (%s) at its end; "+
+	t.Logf("events %d, records %d, duplicates %d; outage %s with %d rows in RETRY (%s) and %d with a counted attempt at its end; "+
 		"backlog SENT %s after the broker came back", d.events, d.records, d.duplicates, outage.Round(time.Millisecond),
-		retrying, codes, caughtUp.Round(time.Millisecond))
+		retrying, codes, counted, caughtUp.Round(time.Millisecond))
 	if max := len(ws) * 3 * batch; d.duplicates > max {
 		t.Errorf("%d duplicates, more than %d (3 batches per worker)", d.duplicates, max)
 	}
