@@ -61,6 +61,12 @@ const (
 	ReasonLastRunFailed       = "LastRunFailed"
 	ReasonLastRunSucceeded    = "LastRunSucceeded"
 	ReasonNoRunsYet           = "NoRunsYet"
+
+	// ReasonBrokerUnavailable (Degraded=True): at least one relay worker with a fresh
+	// heartbeat reports that it cannot reach any Kafka broker and has paused claiming.
+	// It wins over EventsDelayed (the outage explains the delay), while
+	// DatabaseUnreachable and TableMissing win over it (the reports live in the database).
+	ReasonBrokerUnavailable = "BrokerUnavailable"
 )
 
 // FieldOwner identifies the operator's writes.

@@ -186,9 +186,16 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 
 	// Phase 5: read the outbox table (bounded; a failure only degrades this pipeline).
 	now := r.now()
-	dbErr := r.readStats(ctx, p, table, dsn, st, now)
+	workers, dbErr := r.readStats(ctx, p, table, dsn, st, now)
 
 	// Phase 6: Ready and Degraded.
+	r.setReady(p, st, dbErr, dep.Name)
+	r.setDegraded(p, st, dbErr, brokerUnavailableMessage(workers), now)
+	return ctrl.Result{RequeueAfter: interval}, nil
+}
+
+func (r *OutboxPipelineReconciler) setReady(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbErr *refProblem, depName string) {
+	gen := p.Generation
 	switch {
 	case dbErr != nil:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, dbErr.Reason, dbErr.Message)
@@ -197,21 +204,22 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 			"spec.paused is true: no workers run, events accumulate as PENDING")
 	case st.Replicas > 0 && st.ReadyWorkers == 0:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, ReasonWorkersNotReady,
-			fmt.Sprintf("0/%d relay workers ready; see `kubectl describe deployment %s` and the pods' logs", st.Replicas, dep.Name))
+			fmt.Sprintf("0/%d relay workers ready%s; see `kubectl describe deployment %s` and the pods' logs",
+				st.Replicas, brokerHint(st.BrokerUnavailableWorkers), depName))
 	default:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonReady,
 			fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
 	}
-	r.setDegraded(p, st, dbErr, now)
-	return ctrl.Result{RequeueAfter: interval}, nil
 }
 
+// readStats copies one snapshot of the table into st and returns the workers' broker
+// reports (zero when the table could not be read; st then keeps the previous values).
 func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string,
-	st *outboxv1.OutboxPipelineStatus, now time.Time) *refProblem {
+	st *outboxv1.OutboxPipelineStatus, now time.Time) (outboxstats.Workers, *refProblem) {
 	key := p.Namespace + "/" + p.Name
 	db, err := r.Pools.Get(key, dsn)
 	if err != nil {
-		return &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf("cannot use the DSN from Secret %q key %q: %v",
+		return outboxstats.Workers{}, &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf("cannot use the DSN from Secret %q key %q: %v",
 			p.Spec.Source.DSNSecretRef.Name, p.Spec.Source.DSNSecretRef.Key, err)}
 	}
 	rctx, cancel := context.WithTimeout(ctx, statsTimeout)
@@ -220,10 +228,10 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 	if err != nil {
 		msg := outboxstats.Redact(err.Error(), dsn)
 		if errors.Is(err, outboxstats.ErrTableMissing) {
-			return &refProblem{ReasonTableMissing, msg}
+			return outboxstats.Workers{}, &refProblem{ReasonTableMissing, msg}
 		}
 		logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-		return &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf(
+		return outboxstats.Workers{}, &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf(
 			"cannot read %s with the DSN from Secret %q key %q: %s", table, p.Spec.Source.DSNSecretRef.Name,
 			p.Spec.Source.DSNSecretRef.Key, msg)}
 	}
@@ -236,22 +244,32 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 	st.ExpiredLeases, st.Dead = s.ExpiredLeases, s.Dead
 	st.OldestPendingTime = timePtr(s.OldestPending)
 	st.LastPublishTime = timePtr(s.LastPublish)
+	st.BrokerUnavailableWorkers = s.Workers.BrokerDown
+	st.BrokerUnavailableSince = timePtr(s.Workers.BrokerDownSince)
 	changed := prev.Pending != st.Pending || prev.Sending != st.Sending || prev.Retrying != st.Retrying ||
 		prev.ExpiredLeases != st.ExpiredLeases || prev.Dead != st.Dead ||
+		prev.BrokerUnavailableWorkers != st.BrokerUnavailableWorkers ||
 		!equality.Semantic.DeepEqual(prev.OldestPendingTime, st.OldestPendingTime) ||
-		!equality.Semantic.DeepEqual(prev.LastPublishTime, st.LastPublishTime)
+		!equality.Semantic.DeepEqual(prev.LastPublishTime, st.LastPublishTime) ||
+		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
 	if changed || st.LastCheckTime == nil || now.Sub(st.LastCheckTime.Time) >= heartbeat {
 		st.LastCheckTime = &metav1.Time{Time: now}
 	}
-	return nil
+	return s.Workers, nil
 }
 
-func (r *OutboxPipelineReconciler) setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbErr *refProblem, now time.Time) {
+// setDegraded picks the most explanatory problem: the database first (without it nothing
+// else can be read), then a broker outage reported by the workers (brokerMsg, "" when
+// none; it explains delayed events), then delays and dead events.
+func (r *OutboxPipelineReconciler) setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbErr *refProblem,
+	brokerMsg string, now time.Time) {
 	gen := p.Generation
 	m := p.Spec.Monitoring
 	switch {
 	case dbErr != nil:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbErr.Reason, dbErr.Message)
+	case brokerMsg != "":
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonBrokerUnavailable, brokerMsg)
 	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
 		age := now.Sub(st.OldestPendingTime.Time).Truncate(time.Second)
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonEventsDelayed, fmt.Sprintf(

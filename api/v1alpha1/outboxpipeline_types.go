@@ -278,8 +278,9 @@ type OutboxPipelineStatus struct {
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
 	// Conditions: Ready (workers up and database reachable), Progressing (a rollout is
-	// in flight), Degraded (needs a human: database unreachable, table missing, events
-	// delayed past the threshold, dead events increasing).
+	// in flight), Degraded (needs a human: database unreachable, table missing, workers
+	// cannot reach any Kafka broker, events delayed past the threshold, dead events
+	// increasing).
 	// +listType=map
 	// +listMapKey=type
 	// +optional
@@ -329,6 +330,20 @@ type OutboxPipelineStatus struct {
 	// +optional
 	LastPublishTime *metav1.Time `json:"lastPublishTime,omitempty"`
 
+	// BrokerUnavailableWorkers is the number of relay workers reporting that they cannot
+	// reach any Kafka broker (in <table>_workers; reports of workers silent for over a
+	// minute are ignored). Such a worker has paused claiming until a broker answers
+	// again: its rows keep their retry counts and nothing goes DEAD because of the outage.
+	// Degraded is then True with reason BrokerUnavailable.
+	// +optional
+	BrokerUnavailableWorkers int32 `json:"brokerUnavailableWorkers"`
+
+	// BrokerUnavailableSince is the earliest time (database clock) at which one of the
+	// workers counted in brokerUnavailableWorkers lost its brokers; empty when no worker
+	// reports the broker unreachable. `kubectl get -o wide` shows its age (BrokerDown).
+	// +optional
+	BrokerUnavailableSince *metav1.Time `json:"brokerUnavailableSince,omitempty"`
+
 	// DeadLastIncreaseTime is when the operator last saw the DEAD count grow.
 	// +optional
 	DeadLastIncreaseTime *metav1.Time `json:"deadLastIncreaseTime,omitempty"`
@@ -355,6 +370,7 @@ type OutboxPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Retrying",type=integer,JSONPath=`.status.retrying`
 // +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.dead`
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
+// +kubebuilder:printcolumn:name="BrokerDown",type=date,JSONPath=`.status.brokerUnavailableSince`,priority=1,description="How long relay workers have reported no reachable Kafka broker"
 // +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.spec.source.table`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters (child object names and labels derive from it)"

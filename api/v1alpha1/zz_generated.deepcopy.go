@@ -356,6 +356,10 @@ func (in *OutboxPipelineStatus) DeepCopyInto(out *OutboxPipelineStatus) {
 		in, out := &in.LastPublishTime, &out.LastPublishTime
 		*out = (*in).DeepCopy()
 	}
+	if in.BrokerUnavailableSince != nil {
+		in, out := &in.BrokerUnavailableSince, &out.BrokerUnavailableSince
+		*out = (*in).DeepCopy()
+	}
 	if in.DeadLastIncreaseTime != nil {
 		in, out := &in.DeadLastIncreaseTime, &out.DeadLastIncreaseTime
 		*out = (*in).DeepCopy()

@@ -1,7 +1,8 @@
-// Package outboxstats reads the lag and dead counts of an outbox table for the
-// operator's status: a handful of cheap queries that only touch the partial indexes
-// (non-terminal statuses, DEAD, SENT), inside a read-only transaction with a statement
-// timeout, so a slow or unreachable database costs one bounded wait and never more.
+// Package outboxstats reads the lag and dead counts of an outbox table, and what its
+// relay workers report about their brokers, for the operator's status: a handful of
+// cheap queries that only touch the partial indexes (non-terminal statuses, DEAD, SENT)
+// and the small workers table, inside a read-only transaction with a statement timeout,
+// so a slow or unreachable database costs one bounded wait and never more.
 package outboxstats
 
 import (
@@ -36,12 +37,15 @@ type Stats struct {
 	OldestPending time.Time
 	// LastPublish is the newest sent_at (zero when nothing was sent yet).
 	LastPublish time.Time
+	// Workers is what the running relay workers report about their brokers.
+	Workers Workers
 }
 
 // ErrTableMissing is returned (wrapped) when the outbox table does not exist.
 var ErrTableMissing = errors.New("outbox table does not exist")
 
-// Read takes one snapshot of table t. The error never contains a DSN.
+// Read takes one snapshot of table t and of its workers' broker reports (Workers).
+// The error never contains a DSN.
 func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -84,6 +88,10 @@ FROM `+q+` WHERE status IN ('PENDING', 'SENDING', 'RETRY')`).Scan(&s.Pending, &s
 	}
 	if last.Valid {
 		s.LastPublish = last.Time
+	}
+	// Last on purpose: a missing workers table aborts the transaction (see readWorkers).
+	if s.Workers, err = readWorkers(ctx, tx, t); err != nil {
+		return s, err
 	}
 	return s, nil
 }
