@@ -22,7 +22,7 @@ var (
 	rates    = flag.String("rates", "1000,5000", "producer rates of the latency runs (events/s)")
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
-	runsFlag = flag.String("runs", "drain,latency", "which runs: drain, latency")
+	runsFlag = flag.String("runs", "limits,drain,latency", "which runs: limits (statements alone, broker alone), drain, latency")
 	peers    = flag.String("peers", "relay,watermill", "peers: relay, watermill")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
@@ -67,8 +67,14 @@ func benchmark() error {
 		"~300-byte JSON payloads, headers on every second event; PostgreSQL fsync %s; %d worker processes per peer;\n"+
 		"broker: kfake (hack/devbroker) in its own process; a franz-go consumer reads every event.\n\n",
 		aggregates, max(1, *events/aggregates), fsyncWord, *workers)
+	var lim []limitResult
+	if has(*runsFlag, "limits") {
+		if lim, err = limits(s); err != nil {
+			return err
+		}
+	}
 	if has(*runsFlag, "drain") {
-		if err := drains(s, withPeer); err != nil {
+		if err := drains(s, withPeer, lim); err != nil {
 			return err
 		}
 	}
@@ -84,7 +90,25 @@ func (s *stack) relay(label string, flags []string, notify bool) *relayPeer {
 	return &relayPeer{bin: s.relayBin, flags: flags, notify: notify, label: label, profile: s.prof != nil}
 }
 
-func drains(s *stack, withPeer bool) error {
+func limits(s *stack) ([]limitResult, error) {
+	fmt.Printf("machine limits for the drain workload (%d events; what the relay's work costs without the rest):\n", *events)
+	st, err := s.statementsAlone("lim-sql", *events, *workers)
+	if err != nil {
+		return nil, fmt.Errorf("statements alone: %w", err)
+	}
+	br, err := s.brokerAlone("lim-kafka", *events, *workers)
+	if err != nil {
+		return nil, err
+	}
+	for _, r := range []limitResult{st, br} {
+		fmt.Printf("  %-58s %8.2f s %10.0f events/s   CPU s: postgres %.1f, broker %.1f, harness %.1f\n", r.what, r.secs, r.rate(),
+			r.cpu["postgres"], r.cpu["broker"], r.cpu["harness+consumer"])
+	}
+	fmt.Println()
+	return []limitResult{st, br}, nil
+}
+
+func drains(s *stack, withPeer bool, lim []limitResult) error {
 	fmt.Printf("drain: %d events bulk-loaded (COPY, 10,000-row transactions), VACUUM ANALYZE + CHECKPOINT, then %d workers\n"+
 		"(relay: %s); ends when every row is settled and every event was read\n",
 		*events, *workers, strings.Join(drainFlags, " "))
@@ -110,6 +134,10 @@ func drains(s *stack, withPeer bool) error {
 	if has(*peers, "relay") {
 		if err := runOne(s.relay("relay", drainFlags, false), "d-relay", 0); err != nil {
 			return err
+		}
+		if len(lim) > 0 {
+			fmt.Printf("  relay / statements alone: %.0f %%; relay / broker alone: %.0f %%\n",
+				100*results[0].rate()/lim[0].rate(), 100*results[0].rate()/lim[1].rate())
 		}
 		if *history > 0 {
 			p := s.relay("relay, "+strconv.Itoa(*history)+" SENT rows of history", drainFlags, false)

@@ -1,0 +1,157 @@
+// limits.go: the machine's limits for the drain workload, to say how close the relay
+// gets: the relay's own statements alone (claim + mark SENT of 500-row batches from 2
+// connections, no broker) and the broker alone (the relay's publisher writing the same
+// messages in 500-message batches from 2 goroutines, read by the same consumer, no
+// database).
+
+package main
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
+)
+
+type limitResult struct {
+	what string
+	secs float64
+	n    int
+	cpu  cpuSample
+}
+
+func (r limitResult) rate() float64 { return float64(r.n) / r.secs }
+
+// statementsAlone drains a loaded table with the relay's claim and mark statements.
+func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
+	res := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: n}
+	w := newWorkload(tag, n, aggregates, 42)
+	super, _, db, err := s.newDatabase(tag)
+	if err != nil {
+		return res, err
+	}
+	defer db.Close()
+	p := s.relay("relay", nil, false)
+	if err := p.setup(super); err != nil {
+		return res, err
+	}
+	if err := p.load(db, w); err != nil {
+		return res, err
+	}
+	if err := prepareTable(db); err != nil {
+		return res, err
+	}
+	t, _ := pgident.NewTable("public", "outbox_event")
+	st, err := store.New(context.Background(), db, t)
+	if err != nil {
+		return res, err
+	}
+	defer st.Close()
+	cpu0 := s.sampleCPU(nil)
+	t0 := time.Now()
+	errs := make(chan error, loops)
+	var wg sync.WaitGroup
+	for g := 0; g < loops; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs <- claimAndMark(st, "limit-"+strconv.Itoa(g))
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		if err != nil {
+			return res, err
+		}
+	}
+	res.secs, res.cpu = time.Since(t0).Seconds(), s.sampleCPU(nil).since(cpu0)
+	return res, nil
+}
+
+func claimAndMark(st *store.Store, worker string) error {
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		tok := worker + "/" + strconv.Itoa(i)
+		rows, err := st.Claim(ctx, tok, 500, 30*time.Second)
+		if err != nil || len(rows) == 0 {
+			return err
+		}
+		sent := make([]store.Sent, len(rows))
+		for k, r := range rows {
+			sent[k] = store.Sent{EventID: r.EventID, Partition: 0, Offset: int64(k)}
+		}
+		if _, err := st.MarkSent(ctx, tok, sent); err != nil {
+			return err
+		}
+	}
+}
+
+// brokerAlone publishes the workload's messages (topic, key, payload and the contract
+// headers) with the relay's publisher and waits until the consumer read them all.
+func (s *stack) brokerAlone(tag string, n, writers int) (limitResult, error) {
+	res := limitResult{what: "broker alone (relay's publisher + consumer, no database)", n: n}
+	w := newWorkload(tag, n, aggregates, 42)
+	if err := s.createTopics(w.topics[0], w.topics[1]); err != nil {
+		return res, err
+	}
+	c, err := startConsumer(s.brokers, w, n, n, func(seq int) (int, int64) { return w.events[seq].agg, w.events[seq].version })
+	if err != nil {
+		return res, err
+	}
+	defer c.close()
+	pub, err := publish.New(publish.Options{Brokers: []string{s.brokers}, BatchSize: 500})
+	if err != nil {
+		return res, err
+	}
+	defer pub.Close()
+	msgs := make([]kafka.Message, n)
+	for i, e := range w.events {
+		r := store.Row{EventID: w.eventID(e.seq), AggregateType: w.aggType(e.agg), AggregateID: w.aggID(e.agg),
+			AggregateVersion: e.version, EventType: w.eventType(e.agg), EventVersion: 1,
+			Destination: w.topic(e.agg), MessageKey: w.aggID(e.agg), Payload: []byte(w.payload(e))}
+		if h, ok := w.headers(e).(string); ok {
+			r.Headers = []byte(h)
+		}
+		if msgs[i], err = publish.Message(&r); err != nil {
+			return res, err
+		}
+	}
+	cpu0 := s.sampleCPU(nil)
+	t0 := time.Now()
+	var wg sync.WaitGroup
+	var failed error
+	var mu sync.Mutex
+	for g := 0; g < writers; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for start := g * 500; start < n; start += writers * 500 {
+				for _, r := range pub.Publish(context.Background(), msgs[start:min(start+500, n)]) {
+					if r.Err != nil {
+						mu.Lock()
+						failed = r.Err
+						mu.Unlock()
+						return
+					}
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	if failed != nil {
+		return res, fmt.Errorf("broker alone: %w", failed)
+	}
+	if !c.waitAll(2 * time.Minute) {
+		return res, fmt.Errorf("broker alone: only %d of %d read", c.distinct.Load(), n)
+	}
+	res.secs, res.cpu = time.Since(t0).Seconds(), s.sampleCPU(nil).since(cpu0)
+	return res, nil
+}
