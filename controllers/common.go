@@ -34,40 +34,7 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
 
-// Condition reasons. Each comes with a message that says what to do.
-const (
-	ReasonReady               = "Ready"
-	ReasonWorkersNotReady     = "WorkersNotReady"
-	ReasonPaused              = "Paused"
-	ReasonSecretNotFound      = "SecretNotFound"
-	ReasonSecretKeyNotFound   = "SecretKeyNotFound"
-	ReasonSecretForbidden     = "SecretForbidden"
-	ReasonInvalidSpec         = "InvalidSpec"
-	ReasonNameConflict        = "NameConflict"
-	ReasonDatabaseUnreachable = "DatabaseUnreachable"
-	ReasonTableMissing        = "TableMissing"
-	ReasonEventsDelayed       = "EventsDelayed"
-	ReasonDeadEventsIncrease  = "DeadEventsIncreasing"
-	ReasonHealthy             = "Healthy"
-	ReasonRollingOut          = "RollingOut"
-	ReasonRolloutComplete     = "RolloutComplete"
-	ReasonPipelineNotFound    = "PipelineNotFound"
-	ReasonJobCreated          = "JobCreated"
-	ReasonJobMissing          = "JobMissing"
-	ReasonCompleted           = "Completed"
-	ReasonJobFailed           = "JobFailed"
-	ReasonScheduled           = "Scheduled"
-	ReasonSuspended           = "Suspended"
-	ReasonLastRunFailed       = "LastRunFailed"
-	ReasonLastRunSucceeded    = "LastRunSucceeded"
-	ReasonNoRunsYet           = "NoRunsYet"
-
-	// ReasonBrokerUnavailable (Degraded=True): at least one relay worker with a fresh
-	// heartbeat reports that it cannot reach any Kafka broker and has paused claiming.
-	// It wins over EventsDelayed (the outage explains the delay), while
-	// DatabaseUnreachable and TableMissing win over it (the reports live in the database).
-	ReasonBrokerUnavailable = "BrokerUnavailable"
-)
+// Condition reasons are API: api/v1alpha1/condition_reasons.go.
 
 // FieldOwner identifies the operator's writes.
 const FieldOwner = "outbox-operator"
@@ -108,11 +75,11 @@ func readSecretRefs(ctx context.Context, reader client.Reader, namespace string,
 			err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: nr.Ref.Name}, s)
 			switch {
 			case apierrors.IsNotFound(err):
-				return values, &refProblem{ReasonSecretNotFound, fmt.Sprintf(
+				return values, &refProblem{outboxv1.ReasonSecretNotFound, fmt.Sprintf(
 					"Secret %q referenced by %s was not found in namespace %q; create it there (Secrets of other namespaces cannot be referenced)",
 					nr.Ref.Name, nr.Path, namespace)}, nil
 			case apierrors.IsForbidden(err):
-				return values, &refProblem{ReasonSecretForbidden, fmt.Sprintf(
+				return values, &refProblem{outboxv1.ReasonSecretForbidden, fmt.Sprintf(
 					"the operator may not read Secret %q referenced by %s in namespace %q; check the operator's RBAC",
 					nr.Ref.Name, nr.Path, namespace)}, nil
 			case err != nil:
@@ -132,7 +99,7 @@ func readSecretRefs(ctx context.Context, reader client.Reader, namespace string,
 			if ok {
 				what = "has an empty key"
 			}
-			return values, &refProblem{ReasonSecretKeyNotFound, fmt.Sprintf(
+			return values, &refProblem{outboxv1.ReasonSecretKeyNotFound, fmt.Sprintf(
 				"Secret %q %s %q (referenced by %s); keys present: [%s]",
 				nr.Ref.Name, what, nr.Ref.Key, nr.Path, strings.Join(keys, ", "))}, nil
 		}
@@ -164,7 +131,7 @@ func ensureOwned[T client.Object](ctx context.Context, c client.Client, scheme *
 	if apierrors.IsNotFound(err) {
 		if err := c.Create(ctx, desired, client.FieldOwner(FieldOwner)); err != nil {
 			if apierrors.IsAlreadyExists(err) {
-				return &refProblem{ReasonNameConflict, fmt.Sprintf(
+				return &refProblem{outboxv1.ReasonNameConflict, fmt.Sprintf(
 					"a %s named %q already exists in namespace %q and is not managed by outbox-operator; delete or rename it",
 					kind, desired.GetName(), desired.GetNamespace())}
 			}
@@ -176,7 +143,7 @@ func ensureOwned[T client.Object](ctx context.Context, c client.Client, scheme *
 		return fmt.Errorf("get %s %s: %w", kind, desired.GetName(), err)
 	}
 	if ref := metav1.GetControllerOf(existing); ref == nil || ref.UID != owner.GetUID() {
-		return &refProblem{ReasonNameConflict, fmt.Sprintf(
+		return &refProblem{outboxv1.ReasonNameConflict, fmt.Sprintf(
 			"%s %q in namespace %q is controlled by something else; delete or rename it",
 			kind, desired.GetName(), desired.GetNamespace())}
 	}

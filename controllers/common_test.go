@@ -19,13 +19,13 @@ func TestResultForRefProblem(t *testing.T) {
 		t.Fatalf("other errors pass through untouched: %v %v %v", res, err, conds)
 	}
 
-	problem := &refProblem{ReasonPipelineNotFound, "create it"}
+	problem := &refProblem{outboxv1.ReasonPipelineNotFound, "create it"}
 	res, err := resultForRefProblem(fmt.Errorf("resolve: %w", problem), &conds, 3)
 	if err != nil || res.RequeueAfter != 10*time.Second {
 		t.Fatalf("first sighting: %v %v", res, err)
 	}
 	c := meta.FindStatusCondition(conds, outboxv1.ConditionReady)
-	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != ReasonPipelineNotFound || c.Message != "create it" || c.ObservedGeneration != 3 {
+	if c == nil || c.Status != metav1.ConditionFalse || c.Reason != outboxv1.ReasonPipelineNotFound || c.Message != "create it" || c.ObservedGeneration != 3 {
 		t.Fatalf("condition %+v", c)
 	}
 
@@ -35,7 +35,7 @@ func TestResultForRefProblem(t *testing.T) {
 		t.Fatalf("persisting problem requeues after %v, want the 5m cap", res.RequeueAfter)
 	}
 	// A different reason starts over.
-	if res, _ := resultForRefProblem(&refProblem{ReasonSecretNotFound, "x"}, &conds, 3); res.RequeueAfter != 10*time.Second {
+	if res, _ := resultForRefProblem(&refProblem{outboxv1.ReasonSecretNotFound, "x"}, &conds, 3); res.RequeueAfter != 10*time.Second {
 		t.Fatalf("new problem requeues after %v", res.RequeueAfter)
 	}
 }

@@ -90,7 +90,7 @@ func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1
 		st.StartTime = &now
 		st.JobName = desired.Name
 		st.ReplayID = ReplayID(rp)
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonJobCreated,
+		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonJobCreated,
 			fmt.Sprintf("Job %s started; the spec is now frozen", desired.Name))
 		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 	}
@@ -102,7 +102,7 @@ func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1
 		st.Phase = outboxv1.ReplayFailed
 		now := metav1.Now()
 		st.CompletionTime = &now
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, ReasonJobMissing,
+		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobMissing,
 			fmt.Sprintf("Job %s disappeared before it finished; check the audit table for replay id %s and create a new DeadLetterReplay if needed", st.JobName, st.ReplayID))
 		return ctrl.Result{}, nil
 	}
@@ -110,12 +110,12 @@ func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1
 	case jobCondition(&job, batchv1.JobComplete):
 		st.Phase = outboxv1.ReplaySucceeded
 		st.CompletionTime = job.Status.CompletionTime
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonCompleted, "replay finished")
+		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonCompleted, "replay finished")
 	case jobCondition(&job, batchv1.JobFailed):
 		st.Phase = outboxv1.ReplayFailed
 		now := metav1.Now()
 		st.CompletionTime = &now
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, ReasonJobFailed,
+		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobFailed,
 			fmt.Sprintf("Job %s failed; see `kubectl logs job/%s` and the audit row %s", job.Name, job.Name, st.ReplayID))
 	case job.Status.Active > 0 || job.Status.StartTime != nil:
 		st.Phase = outboxv1.ReplayRunning

@@ -49,7 +49,7 @@ var _ = Describe("OutboxPipeline broker reports", func() {
 		Eventually(get, 20*time.Second).Should(And(
 			HaveField("Status.BrokerUnavailableWorkers", int32(1)),
 			HaveField("Status.BrokerUnavailableSince", Not(BeNil())),
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonBrokerUnavailable)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonBrokerUnavailable)),
 		))
 		cur := get()
 		Expect(time.Since(cur.Status.BrokerUnavailableSince.Time)).To(BeNumerically("~", 2*time.Minute, 30*time.Second),
@@ -58,9 +58,9 @@ var _ = Describe("OutboxPipeline broker reports", func() {
 		Expect(msg).To(HavePrefix("1 of 2 workers cannot reach any Kafka broker (BROKER_UNAVAILABLE) since " +
 			cur.Status.BrokerUnavailableSince.UTC().Format(time.RFC3339) + "; claims are paused and no attempts are counted"))
 		Expect(condition(cur.Status.Conditions, outboxv1.ConditionReady)).To(And(
-			HaveField("Reason", ReasonWorkersNotReady),
+			HaveField("Reason", outboxv1.ReasonWorkersNotReady),
 			HaveField("Message", ContainSubstring("1 report no reachable Kafka broker"))))
-		Eventually(eventsOf(ns, "brk")).Should(ContainElement(corev1.EventTypeWarning + "/" + ReasonBrokerUnavailable))
+		Eventually(eventsOf(ns, "brk")).Should(ContainElement(corev1.EventTypeWarning + "/" + outboxv1.ReasonBrokerUnavailable))
 
 		By("a steady outage is not rewritten into the status on every pass (statusInterval is 5s)")
 		Consistently(func() string { return get().ResourceVersion }, 7*time.Second, time.Second).
@@ -73,10 +73,10 @@ var _ = Describe("OutboxPipeline broker reports", func() {
 		Eventually(get, 20*time.Second).Should(And(
 			HaveField("Status.BrokerUnavailableWorkers", int32(0)),
 			HaveField("Status.BrokerUnavailableSince", BeNil()),
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonEventsDelayed)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonEventsDelayed)),
 		))
 		Expect(condition(get().Status.Conditions, outboxv1.ConditionReady).Message).NotTo(ContainSubstring("Kafka"))
-		Eventually(eventsOf(ns, "brk")).Should(ContainElement(corev1.EventTypeWarning + "/" + ReasonEventsDelayed))
+		Eventually(eventsOf(ns, "brk")).Should(ContainElement(corev1.EventTypeWarning + "/" + outboxv1.ReasonEventsDelayed))
 	})
 })
 

@@ -126,7 +126,7 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	// Phase 2: validate what the CRD schema cannot fully express.
 	table, err := pgident.NewTable(p.Spec.Source.Schema, p.Spec.Source.Table)
 	if err != nil {
-		return ctrl.Result{}, &refProblem{ReasonInvalidSpec, err.Error() + "; fix spec.source"}
+		return ctrl.Result{}, &refProblem{outboxv1.ReasonInvalidSpec, err.Error() + "; fix spec.source"}
 	}
 
 	// Phase 3: Secrets, from this namespace only, uncached.
@@ -177,10 +177,10 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	rolling := dep.Generation == 0 || dep.Status.ObservedGeneration < dep.Generation ||
 		dep.Status.UpdatedReplicas < st.Replicas || dep.Status.Replicas > dep.Status.UpdatedReplicas
 	if rolling {
-		setCondition(&st.Conditions, gen, outboxv1.ConditionProgressing, metav1.ConditionTrue, ReasonRollingOut,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionProgressing, metav1.ConditionTrue, outboxv1.ReasonRollingOut,
 			fmt.Sprintf("rolling out Deployment %s: %d of %d workers updated", dep.Name, dep.Status.UpdatedReplicas, st.Replicas))
 	} else {
-		setCondition(&st.Conditions, gen, outboxv1.ConditionProgressing, metav1.ConditionFalse, ReasonRolloutComplete,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionProgressing, metav1.ConditionFalse, outboxv1.ReasonRolloutComplete,
 			fmt.Sprintf("Deployment %s is up to date", dep.Name))
 	}
 
@@ -200,14 +200,14 @@ func (r *OutboxPipelineReconciler) setReady(p *outboxv1.OutboxPipeline, st *outb
 	case dbErr != nil:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, dbErr.Reason, dbErr.Message)
 	case p.Spec.Paused:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, ReasonPaused,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonPaused,
 			"spec.paused is true: no workers run, events accumulate as PENDING")
 	case st.Replicas > 0 && st.ReadyWorkers == 0:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, ReasonWorkersNotReady,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonWorkersNotReady,
 			fmt.Sprintf("0/%d relay workers ready%s; see `kubectl describe deployment %s` and the pods' logs",
 				st.Replicas, brokerHint(st.BrokerUnavailableWorkers), depName))
 	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonReady,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonReady,
 			fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
 	}
 }
@@ -219,7 +219,7 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 	key := p.Namespace + "/" + p.Name
 	db, err := r.Pools.Get(key, dsn)
 	if err != nil {
-		return outboxstats.Workers{}, &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf("cannot use the DSN from Secret %q key %q: %v",
+		return outboxstats.Workers{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf("cannot use the DSN from Secret %q key %q: %v",
 			p.Spec.Source.DSNSecretRef.Name, p.Spec.Source.DSNSecretRef.Key, err)}
 	}
 	rctx, cancel := context.WithTimeout(ctx, statsTimeout)
@@ -228,10 +228,10 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 	if err != nil {
 		msg := outboxstats.Redact(err.Error(), dsn)
 		if errors.Is(err, outboxstats.ErrTableMissing) {
-			return outboxstats.Workers{}, &refProblem{ReasonTableMissing, msg}
+			return outboxstats.Workers{}, &refProblem{outboxv1.ReasonTableMissing, msg}
 		}
 		logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-		return outboxstats.Workers{}, &refProblem{ReasonDatabaseUnreachable, fmt.Sprintf(
+		return outboxstats.Workers{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 			"cannot read %s with the DSN from Secret %q key %q: %s", table, p.Spec.Source.DSNSecretRef.Name,
 			p.Spec.Source.DSNSecretRef.Key, msg)}
 	}
@@ -269,18 +269,18 @@ func (r *OutboxPipelineReconciler) setDegraded(p *outboxv1.OutboxPipeline, st *o
 	case dbErr != nil:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbErr.Reason, dbErr.Message)
 	case brokerMsg != "":
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonBrokerUnavailable, brokerMsg)
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
 	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
 		age := now.Sub(st.OldestPendingTime.Time).Truncate(time.Second)
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonEventsDelayed, fmt.Sprintf(
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonEventsDelayed, fmt.Sprintf(
 			"the oldest unpublished event is %s old (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
 			age, m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
 	case st.DeadLastIncreaseTime != nil && now.Sub(st.DeadLastIncreaseTime.Time) < m.DeadGrowthWindow.Duration:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonDeadEventsIncrease, fmt.Sprintf(
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonDeadEventsIncreasing, fmt.Sprintf(
 			"%d DEAD events, more than before (last increase %s); inspect last_error_code, fix the cause, then replay them with a DeadLetterReplay",
 			st.Dead, st.DeadLastIncreaseTime.UTC().Format(time.RFC3339)))
 	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, ReasonHealthy,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonHealthy,
 			fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", st.Pending, st.Retrying, st.Dead))
 	}
 }

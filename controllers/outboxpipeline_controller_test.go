@@ -116,8 +116,8 @@ var _ = Describe("OutboxPipeline", func() {
 
 		By("status: no workers run in envtest, so Ready=False WorkersNotReady; the DB is fine")
 		Eventually(getPipeline(ns, "orders")).Should(And(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonWorkersNotReady)),
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("False/"+ReasonHealthy)),
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonWorkersNotReady)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("False/"+outboxv1.ReasonHealthy)),
 			HaveField("Status.Workers", "0/2"),
 			HaveField("Status.ObservedGeneration", p.Generation),
 		))
@@ -185,14 +185,14 @@ var _ = Describe("OutboxPipeline", func() {
 			HaveField("Status.ExpiredLeases", int64(1)),
 			HaveField("Status.LastPublishTime", Not(BeNil())),
 			HaveField("Status.OldestPendingTime", Not(BeNil())),
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonDeadEventsIncrease)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonDeadEventsIncreasing)),
 		))
 
 		By("an event older than the threshold degrades the pipeline with EventsDelayed")
 		insertRow(db, t, "PENDING", "created_at = now() - interval '10 minutes'")
 		Eventually(getPipeline(ns, "stats"), 20*time.Second).Should(And(
 			HaveField("Status.Pending", int64(3)),
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonEventsDelayed)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonEventsDelayed)),
 		))
 		msg := condition(getPipeline(ns, "stats")().Status.Conditions, outboxv1.ConditionDegraded).Message
 		Expect(msg).To(ContainSubstring("threshold 5m0s"))
@@ -208,7 +208,7 @@ var _ = Describe("OutboxPipeline", func() {
 				}
 			}
 			return reasons
-		}).Should(ContainElement(ReasonEventsDelayed))
+		}).Should(ContainElement(outboxv1.ReasonEventsDelayed))
 	})
 
 	It("says TableMissing when the outbox table does not exist", func() {
@@ -218,7 +218,7 @@ var _ = Describe("OutboxPipeline", func() {
 		createSecret(ns, "db", map[string]string{"dsn": dsn})
 		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "notable", "db"))).To(Succeed())
 		Eventually(getPipeline(ns, "notable")).Should(
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonTableMissing)))
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonTableMissing)))
 		Expect(condition(getPipeline(ns, "notable")().Status.Conditions, outboxv1.ConditionDegraded).Message).
 			To(ContainSubstring("relayworker migrate"))
 	})
@@ -228,7 +228,7 @@ var _ = Describe("OutboxPipeline", func() {
 		dsn, _, _ := migratedDB()
 		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "nosecret", "db"))).To(Succeed())
 		Eventually(getPipeline(ns, "nosecret")).Should(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonSecretNotFound)))
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonSecretNotFound)))
 		c := condition(getPipeline(ns, "nosecret")().Status.Conditions, outboxv1.ConditionReady)
 		Expect(c.Message).To(ContainSubstring(`Secret "db" referenced by spec.source.dsnSecretRef was not found in namespace "` + ns + `"`))
 		key := client.ObjectKey{Namespace: ns, Name: "nosecret-relay"}
@@ -239,7 +239,7 @@ var _ = Describe("OutboxPipeline", func() {
 		By("wrong key")
 		sec := createSecret(ns, "db", map[string]string{"url": dsn})
 		Eventually(getPipeline(ns, "nosecret"), 20*time.Second).Should(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonSecretKeyNotFound)))
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonSecretKeyNotFound)))
 		Expect(condition(getPipeline(ns, "nosecret")().Status.Conditions, outboxv1.ConditionReady).Message).
 			To(ContainSubstring(`keys present: [url]`))
 
@@ -248,7 +248,7 @@ var _ = Describe("OutboxPipeline", func() {
 		Expect(k8sClient.Update(suiteCtx, sec)).To(Succeed())
 		Eventually(func() error { return k8sClient.Get(suiteCtx, key, &appsv1.Deployment{}) }, 20*time.Second).Should(Succeed())
 		Eventually(getPipeline(ns, "nosecret")).Should(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonWorkersNotReady)))
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonWorkersNotReady)))
 	})
 
 	It("cannot use a Secret of another namespace", func() {
@@ -257,7 +257,7 @@ var _ = Describe("OutboxPipeline", func() {
 		createSecret(other, "shared-db", map[string]string{"dsn": dsn})
 		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "thief", "shared-db"))).To(Succeed())
 		Eventually(getPipeline(ns, "thief")).Should(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonSecretNotFound)))
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonSecretNotFound)))
 		Consistently(func() bool {
 			return apierrors.IsNotFound(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "thief-relay"}, &appsv1.Deployment{}))
 		}, 2*time.Second).Should(BeTrue())
@@ -272,8 +272,8 @@ var _ = Describe("OutboxPipeline", func() {
 		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "up", "up"))).To(Succeed())
 
 		Eventually(getPipeline(ns, "down")).Should(And(
-			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+ReasonDatabaseUnreachable)),
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+ReasonDatabaseUnreachable)),
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonDatabaseUnreachable)),
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonDatabaseUnreachable)),
 		))
 		down := getPipeline(ns, "down")()
 		for _, c := range down.Status.Conditions {
@@ -310,7 +310,7 @@ var _ = Describe("DeadLetterReplay and RetentionPolicy", func() {
 		Eventually(func() string {
 			c := condition(getReplay().Status.Conditions, outboxv1.ConditionReady)
 			return string(c.Status) + "/" + c.Reason
-		}).Should(Equal("False/" + ReasonPipelineNotFound))
+		}).Should(Equal("False/" + outboxv1.ReasonPipelineNotFound))
 		Expect(getReplay().Status.Phase).To(Equal(outboxv1.ReplayPending))
 
 		By("the spec may still be fixed before the replay starts")
@@ -376,7 +376,7 @@ var _ = Describe("DeadLetterReplay and RetentionPolicy", func() {
 			var cur outboxv1.RetentionPolicy
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(rp), &cur)).To(Succeed())
 			g.Expect(cur.Status.NextRunTime).NotTo(BeNil())
-			g.Expect(condition(cur.Status.Conditions, outboxv1.ConditionReady).Reason).To(Equal(ReasonScheduled))
+			g.Expect(condition(cur.Status.Conditions, outboxv1.ConditionReady).Reason).To(Equal(outboxv1.ReasonScheduled))
 		}).Should(Succeed())
 	})
 
@@ -391,7 +391,7 @@ var _ = Describe("DeadLetterReplay and RetentionPolicy", func() {
 			var cur outboxv1.RetentionPolicy
 			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(rp), &cur)).To(Succeed())
 			return condition(cur.Status.Conditions, outboxv1.ConditionReady).Reason
-		}).Should(Equal(ReasonPipelineNotFound))
+		}).Should(Equal(outboxv1.ReasonPipelineNotFound))
 	})
 })
 

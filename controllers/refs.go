@@ -39,7 +39,7 @@ func resolvePipeline(ctx context.Context, c client.Client, reader client.Reader,
 	var p outboxv1.OutboxPipeline
 	if err := c.Get(ctx, types.NamespacedName{Namespace: namespace, Name: name}, &p); err != nil {
 		if apierrors.IsNotFound(err) {
-			return nil, &refProblem{ReasonPipelineNotFound, fmt.Sprintf(
+			return nil, &refProblem{outboxv1.ReasonPipelineNotFound, fmt.Sprintf(
 				"OutboxPipeline %q (spec.pipelineRef.name) was not found in namespace %q; create it or fix the reference",
 				name, namespace)}
 		}
@@ -48,7 +48,7 @@ func resolvePipeline(ctx context.Context, c client.Client, reader client.Reader,
 	pd := p.WithDefaults()
 	table, err := pgident.NewTable(pd.Spec.Source.Schema, pd.Spec.Source.Table)
 	if err != nil {
-		return nil, &refProblem{ReasonInvalidSpec, fmt.Sprintf("OutboxPipeline %q: %v", name, err)}
+		return nil, &refProblem{outboxv1.ReasonInvalidSpec, fmt.Sprintf("OutboxPipeline %q: %v", name, err)}
 	}
 	values, problem, err := readSecretRefs(ctx, reader, namespace, SecretRefs(pd))
 	if err != nil {

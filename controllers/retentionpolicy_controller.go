@@ -78,7 +78,7 @@ func (r *RetentionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 func (r *RetentionPolicyReconciler) reconcile(ctx context.Context, rp *outboxv1.RetentionPolicy, st *outboxv1.RetentionPolicyStatus) (ctrl.Result, error) {
 	sched, err := parseSchedule(rp.Spec.Schedule, rp.Spec.TimeZone)
 	if err != nil {
-		return ctrl.Result{}, &refProblem{ReasonInvalidSpec, fmt.Sprintf("spec.schedule %q: %v", rp.Spec.Schedule, err)}
+		return ctrl.Result{}, &refProblem{outboxv1.ReasonInvalidSpec, fmt.Sprintf("spec.schedule %q: %v", rp.Spec.Schedule, err)}
 	}
 	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
 	if err != nil {
@@ -109,13 +109,13 @@ func (r *RetentionPolicyReconciler) reconcile(ctx context.Context, rp *outboxv1.
 func schedule(rp *outboxv1.RetentionPolicy, sched cron.Schedule, cronJob string, st *outboxv1.RetentionPolicyStatus) ctrl.Result {
 	if rp.Spec.Suspend {
 		st.NextRunTime = nil
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonSuspended,
+		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonSuspended,
 			fmt.Sprintf("CronJob %s is suspended (spec.suspend)", cronJob))
 		return ctrl.Result{}
 	}
 	next := metav1.NewTime(sched.Next(time.Now()))
 	st.NextRunTime = &next
-	setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, ReasonScheduled,
+	setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonScheduled,
 		fmt.Sprintf("CronJob %s runs on %q", cronJob, rp.Spec.Schedule))
 	return ctrl.Result{RequeueAfter: time.Until(next.Time) + 5*time.Second}
 }
@@ -131,7 +131,7 @@ func (r *RetentionPolicyReconciler) readLastRun(ctx context.Context, rp *outboxv
 	if err != nil {
 		msg := outboxstats.Redact(err.Error(), res.DSN)
 		logf.FromContext(ctx).V(1).Info("archive run history not readable", "table", runs.String(), "error", msg)
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionUnknown, ReasonDatabaseUnreachable,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionUnknown, outboxv1.ReasonDatabaseUnreachable,
 			fmt.Sprintf("cannot read the run history %s with the DSN of OutboxPipeline %q: %s; the CronJob is not affected",
 				runs, res.P.Name, msg))
 		return false
@@ -140,7 +140,7 @@ func (r *RetentionPolicyReconciler) readLastRun(ctx context.Context, rp *outboxv
 		st.LastArchiveTime = nil
 		st.LastSentArchived, st.LastDeadArchived, st.LastConsumerLogTrimmed = nil, nil, nil
 		st.LastRunError = ""
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, ReasonNoRunsYet,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonNoRunsYet,
 			fmt.Sprintf("no archive run recorded in %s yet", runs))
 		return true
 	}
@@ -151,12 +151,12 @@ func (r *RetentionPolicyReconciler) readLastRun(ctx context.Context, rp *outboxv
 	st.LastRunError = truncate(outboxstats.Redact(run.Error, res.DSN), maxRunError)
 	finished := run.FinishedAt.UTC().Format(time.RFC3339)
 	if run.Error != "" {
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, ReasonLastRunFailed,
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonLastRunFailed,
 			fmt.Sprintf("the archive run that ended %s failed after removing %d SENT and %d DEAD rows: %s; see the logs of the CronJob's last Job",
 				finished, run.SentMoved, run.DeadMoved, st.LastRunError))
 		return true
 	}
-	setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, ReasonLastRunSucceeded,
+	setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonLastRunSucceeded,
 		fmt.Sprintf("the archive run that ended %s removed %d SENT and %d DEAD rows and %d consumer-log rows (%s mode)",
 			finished, run.SentMoved, run.DeadMoved, run.ConsumerLogTrimmed, run.Mode))
 	return true

@@ -50,8 +50,8 @@ var _ = Describe("RetentionPolicy run history", func() {
 
 		By("no run yet: counts empty, not zero")
 		Eventually(getPolicy(ns, "keep")).Should(And(
-			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+ReasonScheduled)),
-			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("False/"+ReasonNoRunsYet)),
+			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+outboxv1.ReasonScheduled)),
+			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("False/"+outboxv1.ReasonNoRunsYet)),
 		))
 		Expect(getPolicy(ns, "keep")().Status.LastSentArchived).To(BeNil())
 		var cj batchv1.CronJob
@@ -77,7 +77,7 @@ var _ = Describe("RetentionPolicy run history", func() {
 			HaveField("Status.LastConsumerLogTrimmed", HaveValue(Equal(int64(4)))),
 			HaveField("Status.LastArchiveTime", Not(BeNil())),
 			HaveField("Status.LastRunError", BeEmpty()),
-			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("False/"+ReasonLastRunSucceeded)),
+			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("False/"+outboxv1.ReasonLastRunSucceeded)),
 		))
 
 		By("a run that failed part-way: its counts so far, its error, Degraded=True; still Ready")
@@ -87,8 +87,8 @@ var _ = Describe("RetentionPolicy run history", func() {
 			HaveField("Status.LastSentArchived", HaveValue(Equal(int64(5)))),
 			HaveField("Status.LastDeadArchived", HaveValue(Equal(int64(0)))),
 			HaveField("Status.LastRunError", Equal("archive DEAD rows: pq: canceling statement due to statement timeout")),
-			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("True/"+ReasonLastRunFailed)),
-			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+ReasonScheduled)),
+			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("True/"+outboxv1.ReasonLastRunFailed)),
+			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+outboxv1.ReasonScheduled)),
 		))
 		Expect(condition(getPolicy(ns, "keep")().Status.Conditions, outboxv1.ConditionDegraded).Message).
 			To(ContainSubstring("statement timeout"))
@@ -105,8 +105,8 @@ var _ = Describe("RetentionPolicy run history", func() {
 		Eventually(getPolicy(ns, "keep")).Should(And(
 			HaveField("Status.CronJobName", "keep-retention"),
 			HaveField("Status.NextRunTime", Not(BeNil())),
-			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+ReasonScheduled)),
-			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("Unknown/"+ReasonDatabaseUnreachable)),
+			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+outboxv1.ReasonScheduled)),
+			WithTransform(policyCondition(outboxv1.ConditionDegraded), Equal("Unknown/"+outboxv1.ReasonDatabaseUnreachable)),
 		))
 		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "keep-retention"}, &batchv1.CronJob{})).To(Succeed())
 		Expect(condition(getPolicy(ns, "keep")().Status.Conditions, outboxv1.ConditionDegraded).Message).NotTo(ContainSubstring("s3cretpw"))

@@ -33,15 +33,12 @@ func (r limitResult) rate() float64 { return float64(r.n) / r.secs }
 func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
 	res := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: n}
 	w := newWorkload(tag, n, aggregates, 42)
-	super, _, db, err := s.newDatabase(tag)
+	p := s.relay("relay", nil, false)
+	_, _, db, err := s.peerDatabase(p, tag)
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	p := s.relay("relay", nil, false)
-	if err := p.setup(super); err != nil {
-		return res, err
-	}
 	if err := p.load(db, w); err != nil {
 		return res, err
 	}

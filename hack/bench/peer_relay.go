@@ -87,7 +87,8 @@ func (p *relayPeer) args(w *workload, e event) []any {
 
 func (p *relayPeer) load(db *sql.DB, w *workload) error {
 	return copyChunks(db, w, "outbox_event", []string{"event_id", "aggregate_type", "aggregate_id",
-		"aggregate_version", "event_type", "destination", "message_key", "payload", "headers"}, p.args)
+		"aggregate_version", "event_type", "destination", "message_key", "payload", "headers"},
+		func(*sql.Tx) (func(event) []any, error) { return func(e event) []any { return p.args(w, e) }, nil })
 }
 
 func (p *relayPeer) start(_, relayDSN, brokers string, n int) ([]*proc, error) {
@@ -128,38 +129,42 @@ func (p *relayPeer) settled(db *sql.DB) (bool, error) {
 }
 
 // copyChunks COPYs w's events into table in 10,000-row transactions, so created_at
-// and next_retry_at (now(), the transaction's time) tie inside a chunk.
-func copyChunks(db *sql.DB, w *workload, table string, cols []string, args func(*workload, event) []any) error {
+// and next_retry_at (now(), the transaction's time) tie inside a chunk. rowArgs gives
+// each chunk's row values; it may look at the chunk's transaction first.
+func copyChunks(db *sql.DB, w *workload, table string, cols []string, rowArgs func(*sql.Tx) (func(event) []any, error)) error {
 	const chunk = 10000
-	ctx := context.Background()
 	for start := 0; start < len(w.events); start += chunk {
-		end := min(start+chunk, len(w.events))
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		st, err := tx.Prepare(pq.CopyIn(table, cols...))
-		if err != nil {
-			tx.Rollback() //nolint:errcheck
+		if err := copyChunk(db, table, cols, w.events[start:min(start+chunk, len(w.events))], rowArgs); err != nil {
 			return fmt.Errorf("copy into %s: %w", table, err)
-		}
-		for _, e := range w.events[start:end] {
-			if _, err := st.Exec(args(w, e)...); err != nil {
-				tx.Rollback() //nolint:errcheck
-				return fmt.Errorf("copy into %s: %w", table, err)
-			}
-		}
-		if _, err := st.Exec(); err != nil {
-			tx.Rollback() //nolint:errcheck
-			return fmt.Errorf("copy into %s: %w", table, err)
-		}
-		if err := st.Close(); err != nil {
-			tx.Rollback() //nolint:errcheck
-			return err
-		}
-		if err := tx.Commit(); err != nil {
-			return err
 		}
 	}
 	return nil
+}
+
+func copyChunk(db *sql.DB, table string, cols []string, evs []event, rowArgs func(*sql.Tx) (func(event) []any, error)) error {
+	tx, err := db.BeginTx(context.Background(), nil)
+	if err != nil {
+		return err
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	args, err := rowArgs(tx)
+	if err != nil {
+		return err
+	}
+	st, err := tx.Prepare(pq.CopyIn(table, cols...))
+	if err != nil {
+		return err
+	}
+	for _, e := range evs {
+		if _, err := st.Exec(args(e)...); err != nil {
+			return err
+		}
+	}
+	if _, err := st.Exec(); err != nil {
+		return err
+	}
+	if err := st.Close(); err != nil {
+		return err
+	}
+	return tx.Commit()
 }

@@ -7,14 +7,11 @@
 package main
 
 import (
-	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
-
-	"github.com/lib/pq"
 )
 
 const wmTopic = "outbox"
@@ -75,40 +72,14 @@ func (p *watermillPeer) args(w *workload, e event) []any {
 // load COPYs 10,000-row chunks; every row of a chunk carries its transaction's id, as
 // Watermill's own INSERT (pg_current_xact_id()) would store it.
 func (p *watermillPeer) load(db *sql.DB, w *workload) error {
-	const chunk = 10000
-	ctx := context.Background()
-	for start := 0; start < len(w.events); start += chunk {
-		end := min(start+chunk, len(w.events))
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			return err
-		}
-		var xid string
-		if err := tx.QueryRow(`SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
-			tx.Rollback() //nolint:errcheck
-			return err
-		}
-		st, err := tx.Prepare(pq.CopyIn("watermill_"+wmTopic, "uuid", "payload", "metadata", "transaction_id"))
-		if err != nil {
-			tx.Rollback() //nolint:errcheck
-			return fmt.Errorf("copy into %s: %w", p.table, err)
-		}
-		for _, e := range w.events[start:end] {
-			if _, err := st.Exec(w.eventID(e.seq), p.envelope(w, e), "{}", xid); err != nil {
-				tx.Rollback() //nolint:errcheck
-				return fmt.Errorf("copy into %s: %w", p.table, err)
+	return copyChunks(db, w, "watermill_"+wmTopic, []string{"uuid", "payload", "metadata", "transaction_id"},
+		func(tx *sql.Tx) (func(event) []any, error) {
+			var xid string
+			if err := tx.QueryRow(`SELECT pg_current_xact_id()::text`).Scan(&xid); err != nil {
+				return nil, err
 			}
-		}
-		if _, err := st.Exec(); err != nil {
-			tx.Rollback() //nolint:errcheck
-			return fmt.Errorf("copy into %s: %w", p.table, err)
-		}
-		_ = st.Close()
-		if err := tx.Commit(); err != nil {
-			return err
-		}
-	}
-	return nil
+			return func(e event) []any { return []any{w.eventID(e.seq), p.envelope(w, e), "{}", xid} }, nil
+		})
 }
 
 func (p *watermillPeer) start(_, relayDSN, brokers string, n int) ([]*proc, error) {

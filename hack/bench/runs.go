@@ -38,14 +38,11 @@ func (r drainResult) rate() float64 { return float64(r.events) / r.secs }
 func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult, error) {
 	res := drainResult{peer: p.name(), events: n}
 	w := newWorkload(tag, n, aggregates, 42)
-	super, relayDSN, db, err := s.newDatabase(tag)
+	super, relayDSN, db, err := s.peerDatabase(p, tag)
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	if err := p.setup(super); err != nil {
-		return res, err
-	}
 	if history > 0 {
 		if err := loadHistory(db, tag, history); err != nil {
 			return res, err
@@ -164,14 +161,11 @@ type latResult struct {
 func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Duration, idle bool) (latResult, error) {
 	res := latResult{peer: p.name(), rate: rate}
 	w := latencyWorkload(tag, aggregates)
-	super, relayDSN, db, err := s.newDatabase(tag)
+	super, relayDSN, db, err := s.peerDatabase(p, tag)
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	if err := p.setup(super); err != nil {
-		return res, err
-	}
 	if err := s.createTopics(w.topics[0], w.topics[1]); err != nil {
 		return res, err
 	}

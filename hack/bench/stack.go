@@ -131,6 +131,19 @@ func (s *stack) newDatabase(name string) (superDSN, relayDSN string, db *sql.DB,
 	return superDSN, relayDSN, db, nil
 }
 
+// peerDatabase is a fresh database prepared by p (tables, triggers).
+func (s *stack) peerDatabase(p peer, tag string) (superDSN, relayDSN string, db *sql.DB, err error) {
+	superDSN, relayDSN, db, err = s.newDatabase(tag)
+	if err != nil {
+		return "", "", nil, err
+	}
+	if err := p.setup(superDSN); err != nil {
+		db.Close()
+		return "", "", nil, err
+	}
+	return superDSN, relayDSN, db, nil
+}
+
 // createTopics creates fresh topics (6 partitions) so each run's consumer reads from
 // offset 0 exactly what that run sent.
 func (s *stack) createTopics(topics ...string) error {
