@@ -22,16 +22,17 @@ import (
 	"k8s.io/utils/ptr"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 const (
 	// RelayBinary is the worker binary's path inside the relay image (see Dockerfile).
-	RelayBinary = "/relayworker"
+	RelayBinary = contract.Binary
 	// DefaultRelayImage is used when neither --relay-image/RELAY_IMAGE nor spec.image is set.
 	DefaultRelayImage = "outbox-relayworker:dev"
 
-	metricsPort = 8080
-	healthPort  = 8081
+	metricsPort = contract.MetricsPort
+	healthPort  = contract.HealthPort
 
 	// Labels and annotations.
 	LabelName      = "app.kubernetes.io/name"
@@ -125,29 +126,29 @@ func env(name, value string) corev1.EnvVar { return corev1.EnvVar{Name: name, Va
 // The DSN only ever travels as a secretKeyRef.
 func sourceEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
 	return []corev1.EnvVar{
-		secretEnv("OUTBOX_DSN", p.Spec.Source.DSNSecretRef),
-		env("OUTBOX_SCHEMA", p.Spec.Source.Schema),
-		env("OUTBOX_TABLE", p.Spec.Source.Table),
-		env("RELAY_PIPELINE", p.Name),
-		env("RELAY_LOG_LEVEL", p.Spec.Relay.LogLevel),
+		secretEnv(contract.EnvDSN, p.Spec.Source.DSNSecretRef),
+		env(contract.EnvSchema, p.Spec.Source.Schema),
+		env(contract.EnvTable, p.Spec.Source.Table),
+		env(contract.EnvPipeline, p.Name),
+		env(contract.EnvLogLevel, p.Spec.Relay.LogLevel),
 	}
 }
 
 // kafkaEnv is the broker part of the worker contract.
 func kafkaEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
 	s := p.Spec.Sink
-	out := []corev1.EnvVar{env("KAFKA_BROKERS", strings.Join(s.Brokers, ","))}
+	out := []corev1.EnvVar{env(contract.EnvBrokers, strings.Join(s.Brokers, ","))}
 	if s.TLS != nil && s.TLS.Enabled {
-		out = append(out, env("KAFKA_TLS", "true"))
+		out = append(out, env(contract.EnvKafkaTLS, "true"))
 		if s.TLS.CASecretRef != nil {
-			out = append(out, env("KAFKA_TLS_CA_FILE", kafkaCADir+"/"+kafkaCAFile))
+			out = append(out, env(contract.EnvKafkaTLSCAFile, kafkaCADir+"/"+kafkaCAFile))
 		}
 	}
 	if s.SASL != nil {
 		out = append(out,
-			env("KAFKA_SASL_MECHANISM", s.SASL.Mechanism),
-			secretEnv("KAFKA_SASL_USERNAME", s.SASL.UsernameSecretRef),
-			secretEnv("KAFKA_SASL_PASSWORD", s.SASL.PasswordSecretRef),
+			env(contract.EnvKafkaSASLMechanism, s.SASL.Mechanism),
+			secretEnv(contract.EnvKafkaSASLUsername, s.SASL.UsernameSecretRef),
+			secretEnv(contract.EnvKafkaSASLPassword, s.SASL.PasswordSecretRef),
 		)
 	}
 	return out

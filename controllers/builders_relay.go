@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // DesiredServiceAccount is the pipeline's own ServiceAccount. Its token is never
@@ -93,18 +94,18 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 	envs := sourceEnv(p)
 	envs = append(envs, kafkaEnv(p)...)
 	envs = append(envs,
-		env("RELAY_BATCH_SIZE", strconv.Itoa(int(r.BatchSize))),
-		env("RELAY_LEASE", goDuration(r.Lease)),
-		env("RELAY_POLL_INTERVAL", goDuration(r.PollInterval)),
-		env("RELAY_MAX_ATTEMPTS", strconv.Itoa(int(r.MaxAttempts))),
-		env("RELAY_MIN_BACKOFF", goDuration(r.MinBackoff)),
-		env("RELAY_MAX_BACKOFF", goDuration(r.MaxBackoff)),
-		env("RELAY_UNKNOWN_TOPIC_GRACE", goDuration(r.UnknownTopicGrace)),
-		corev1.EnvVar{Name: "RELAY_WORKER_ID", ValueFrom: &corev1.EnvVarSource{
+		env(contract.EnvBatchSize, strconv.Itoa(int(r.BatchSize))),
+		env(contract.EnvLease, goDuration(r.Lease)),
+		env(contract.EnvPollInterval, goDuration(r.PollInterval)),
+		env(contract.EnvMaxAttempts, strconv.Itoa(int(r.MaxAttempts))),
+		env(contract.EnvMinBackoff, goDuration(r.MinBackoff)),
+		env(contract.EnvMaxBackoff, goDuration(r.MaxBackoff)),
+		env(contract.EnvUnknownTopicGrace, goDuration(r.UnknownTopicGrace)),
+		corev1.EnvVar{Name: contract.EnvWorkerID, ValueFrom: &corev1.EnvVarSource{
 			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
 		}},
-		env("RELAY_METRICS_ADDR", ":"+strconv.Itoa(metricsPort)),
-		env("RELAY_HEALTH_ADDR", ":"+strconv.Itoa(healthPort)),
+		env(contract.EnvMetricsAddr, ":"+strconv.Itoa(metricsPort)),
+		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
 	)
 	image := imageFor(p, defaultImage)
 

@@ -10,23 +10,26 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // Defaults mirrored from the +kubebuilder:default markers. The API server applies the
 // markers; these let Go code (controllers, tests) treat an object that never went
-// through the API server the same way.
+// through the API server the same way. The worker's own defaults come from
+// internal/contract; TestCRDDefaultsAreTheWorkerContract checks that the markers agree.
 const (
-	DefaultSchema                   = "public"
-	DefaultTable                    = "outbox_event"
+	DefaultSchema                   = contract.DefaultSchema
+	DefaultTable                    = contract.DefaultTable
 	DefaultReplicas           int32 = 2
-	DefaultBatchSize          int32 = 500
-	DefaultLease                    = 30 * time.Second
-	DefaultPollInterval             = time.Second
-	DefaultMaxAttempts        int32 = 12
-	DefaultMinBackoff               = 500 * time.Millisecond
-	DefaultMaxBackoff               = 5 * time.Minute
-	DefaultUnknownTopicGrace        = 5 * time.Minute
-	DefaultLogLevel                 = "info"
+	DefaultBatchSize          int32 = contract.DefaultBatchSize
+	DefaultLease                    = contract.DefaultLease
+	DefaultPollInterval             = contract.DefaultPollInterval
+	DefaultMaxAttempts        int32 = contract.DefaultMaxAttempts
+	DefaultMinBackoff               = contract.DefaultMinBackoff
+	DefaultMaxBackoff               = contract.DefaultMaxBackoff
+	DefaultUnknownTopicGrace        = contract.DefaultUnknownTopicGrace
+	DefaultLogLevel                 = contract.DefaultLogLevel
 	DefaultStatusInterval           = 15 * time.Second
 	DefaultOldestPendingAge         = 5 * time.Minute
 	DefaultDeadGrowthWindow         = 15 * time.Minute

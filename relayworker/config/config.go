@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
@@ -128,11 +129,11 @@ func newBinder(cmd string, getenv Getenv) *binder {
 }
 
 func (b *binder) common(c *Common) {
-	b.str(&c.DSN, "dsn", "OUTBOX_DSN", "", "lib/pq DSN of the primary (never logged)")
-	b.str(&c.Schema, "schema", "OUTBOX_SCHEMA", "public", "schema of the outbox table")
-	b.str(&c.Table, "table", "OUTBOX_TABLE", "outbox_event", "outbox table name")
-	b.str(&c.Pipeline, "pipeline", "RELAY_PIPELINE", "", "pipeline name for logs and metrics")
-	b.str(&c.LogLevel, "log-level", "RELAY_LOG_LEVEL", "info", "debug, info or error")
+	b.str(&c.DSN, "dsn", contract.EnvDSN, "", "lib/pq DSN of the primary (never logged)")
+	b.str(&c.Schema, "schema", contract.EnvSchema, contract.DefaultSchema, "schema of the outbox table")
+	b.str(&c.Table, "table", contract.EnvTable, contract.DefaultTable, "outbox table name")
+	b.str(&c.Pipeline, "pipeline", contract.EnvPipeline, "", "pipeline name for logs and metrics")
+	b.str(&c.LogLevel, "log-level", contract.EnvLogLevel, contract.DefaultLogLevel, "debug, info or error")
 }
 
 func (b *binder) parse(args []string) error {
@@ -187,7 +188,7 @@ func Usage(cmd string) string {
 
 func bindMigrate(b *binder, m *Migrate) {
 	b.common(&m.Common)
-	b.boolean(&m.NotifyTrigger, "notify-trigger", "OUTBOX_NOTIFY_TRIGGER", false, "install a statement-level NOTIFY trigger for plain-SQL producers")
+	b.boolean(&m.NotifyTrigger, "notify-trigger", contract.EnvNotifyTrigger, false, "install a statement-level NOTIFY trigger for plain-SQL producers")
 }
 
 // ParseMigrate parses `relayworker migrate` arguments.
@@ -206,25 +207,25 @@ func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
 
 func bindRelay(b *binder, r *Relay) {
 	b.common(&r.Common)
-	b.str(&r.brokersRaw, "brokers", "KAFKA_BROKERS", "", "comma-separated host:port list")
-	b.integer(&r.BatchSize, "batch-size", "RELAY_BATCH_SIZE", 500, "rows claimed per transaction (1..10000)")
-	b.duration(&r.Lease, "lease", "RELAY_LEASE", 30*time.Second, "lease per claimed batch")
-	b.duration(&r.PollInterval, "poll-interval", "RELAY_POLL_INTERVAL", time.Second, "polling safety net")
-	b.integer(&r.MaxAttempts, "max-attempts", "RELAY_MAX_ATTEMPTS", 12, "attempts before a row goes DEAD")
-	b.duration(&r.MinBackoff, "min-backoff", "RELAY_MIN_BACKOFF", 500*time.Millisecond, "first retry delay")
-	b.duration(&r.MaxBackoff, "max-backoff", "RELAY_MAX_BACKOFF", 5*time.Minute, "cap of the retry delay")
-	b.duration(&r.UnknownTopicGrace, "unknown-topic-grace", "RELAY_UNKNOWN_TOPIC_GRACE", 5*time.Minute, "how long a missing topic is retried before DEAD")
-	b.duration(&r.ShutdownTimeout, "shutdown-timeout", "RELAY_SHUTDOWN_TIMEOUT", 20*time.Second, "after SIGTERM, how long an in-flight publish may finish")
+	b.str(&r.brokersRaw, "brokers", contract.EnvBrokers, "", "comma-separated host:port list")
+	b.integer(&r.BatchSize, "batch-size", contract.EnvBatchSize, contract.DefaultBatchSize, "rows claimed per transaction (1..10000)")
+	b.duration(&r.Lease, "lease", contract.EnvLease, contract.DefaultLease, "lease per claimed batch")
+	b.duration(&r.PollInterval, "poll-interval", contract.EnvPollInterval, contract.DefaultPollInterval, "polling safety net")
+	b.integer(&r.MaxAttempts, "max-attempts", contract.EnvMaxAttempts, contract.DefaultMaxAttempts, "attempts before a row goes DEAD")
+	b.duration(&r.MinBackoff, "min-backoff", contract.EnvMinBackoff, contract.DefaultMinBackoff, "first retry delay")
+	b.duration(&r.MaxBackoff, "max-backoff", contract.EnvMaxBackoff, contract.DefaultMaxBackoff, "cap of the retry delay")
+	b.duration(&r.UnknownTopicGrace, "unknown-topic-grace", contract.EnvUnknownTopicGrace, contract.DefaultUnknownTopicGrace, "how long a missing topic is retried before DEAD")
+	b.duration(&r.ShutdownTimeout, "shutdown-timeout", contract.EnvShutdownTimeout, contract.DefaultShutdownTimeout, "after SIGTERM, how long an in-flight publish may finish")
 	host, _ := os.Hostname()
-	b.str(&r.WorkerID, "worker-id", "RELAY_WORKER_ID", host, "identity in owner tokens and logs")
-	b.str(&r.MetricsAddr, "metrics-addr", "RELAY_METRICS_ADDR", ":8080", "Prometheus /metrics listen address (empty: off)")
-	b.str(&r.HealthAddr, "health-addr", "RELAY_HEALTH_ADDR", ":8081", "/healthz and /readyz listen address (empty: off)")
-	b.str(&r.PprofAddr, "pprof-addr", "RELAY_PPROF_ADDR", "", "net/http/pprof listen address for profiling (empty: off; never expose it outside the pod)")
-	b.boolean(&r.KafkaTLS, "kafka-tls", "KAFKA_TLS", false, "use TLS to the brokers")
-	b.str(&r.KafkaTLSCAFile, "kafka-tls-ca-file", "KAFKA_TLS_CA_FILE", "", "PEM CA bundle")
-	b.str(&r.KafkaSASLMechanism, "kafka-sasl-mechanism", "KAFKA_SASL_MECHANISM", "", "plain, scram-sha-256 or scram-sha-512")
-	b.str(&r.KafkaSASLUsername, "kafka-sasl-username", "KAFKA_SASL_USERNAME", "", "SASL user")
-	b.str(&r.KafkaSASLPassword, "kafka-sasl-password", "KAFKA_SASL_PASSWORD", "", "SASL password (never logged)")
+	b.str(&r.WorkerID, "worker-id", contract.EnvWorkerID, host, "identity in owner tokens and logs")
+	b.str(&r.MetricsAddr, "metrics-addr", contract.EnvMetricsAddr, ":"+strconv.Itoa(contract.MetricsPort), "Prometheus /metrics listen address (empty: off)")
+	b.str(&r.HealthAddr, "health-addr", contract.EnvHealthAddr, ":"+strconv.Itoa(contract.HealthPort), "/healthz and /readyz listen address (empty: off)")
+	b.str(&r.PprofAddr, "pprof-addr", contract.EnvPprofAddr, "", "net/http/pprof listen address for profiling (empty: off; never expose it outside the pod)")
+	b.boolean(&r.KafkaTLS, "kafka-tls", contract.EnvKafkaTLS, false, "use TLS to the brokers")
+	b.str(&r.KafkaTLSCAFile, "kafka-tls-ca-file", contract.EnvKafkaTLSCAFile, "", "PEM CA bundle")
+	b.str(&r.KafkaSASLMechanism, "kafka-sasl-mechanism", contract.EnvKafkaSASLMechanism, "", "plain, scram-sha-256 or scram-sha-512")
+	b.str(&r.KafkaSASLUsername, "kafka-sasl-username", contract.EnvKafkaSASLUsername, "", "SASL user")
+	b.str(&r.KafkaSASLPassword, "kafka-sasl-password", contract.EnvKafkaSASLPassword, "", "SASL password (never logged)")
 }
 
 // ParseRelay parses `relayworker relay` arguments.
@@ -275,14 +276,14 @@ func (r *Relay) validate() error {
 	}
 	r.Brokers = brokers
 	switch {
-	case r.BatchSize < 1 || r.BatchSize > 10000:
-		return fmt.Errorf("--batch-size (RELAY_BATCH_SIZE) %d must be between 1 and 10000", r.BatchSize)
+	case r.BatchSize < contract.MinBatchSize || r.BatchSize > contract.MaxBatchSize:
+		return fmt.Errorf("--batch-size (RELAY_BATCH_SIZE) %d must be between %d and %d", r.BatchSize, contract.MinBatchSize, contract.MaxBatchSize)
 	case r.PollInterval <= 0:
 		return fmt.Errorf("--poll-interval (RELAY_POLL_INTERVAL) %s must be positive", r.PollInterval)
 	case r.Lease <= r.PollInterval:
 		return fmt.Errorf("--lease (RELAY_LEASE) %s must exceed --poll-interval %s", r.Lease, r.PollInterval)
-	case r.Lease < time.Second:
-		return fmt.Errorf("--lease (RELAY_LEASE) %s must be at least 1s", r.Lease)
+	case r.Lease < contract.MinLease:
+		return fmt.Errorf("--lease (RELAY_LEASE) %s must be at least %s", r.Lease, contract.MinLease)
 	case r.MaxAttempts < 1:
 		return fmt.Errorf("--max-attempts (RELAY_MAX_ATTEMPTS) %d must be at least 1", r.MaxAttempts)
 	case r.MinBackoff <= 0:

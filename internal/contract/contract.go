@@ -1,0 +1,71 @@
+// Package contract is the worker contract written once (docs/worker-contract.md): the
+// environment variables through which the operator configures `relayworker`, the
+// defaults both sides assume, the ports and the binary's path. relayworker/config binds
+// its flags to these names and defaults, controllers render pods with them, and
+// api/v1alpha1's defaults are these values; controllers/contract_test.go feeds what the
+// operator renders into the worker's parsers, so the two sides cannot drift apart.
+// It has no dependencies, so the worker binary stays free of Kubernetes packages.
+package contract
+
+import "time"
+
+// Environment variables shared by every subcommand.
+const (
+	EnvDSN      = "OUTBOX_DSN"
+	EnvSchema   = "OUTBOX_SCHEMA"
+	EnvTable    = "OUTBOX_TABLE"
+	EnvPipeline = "RELAY_PIPELINE"
+	EnvLogLevel = "RELAY_LOG_LEVEL"
+)
+
+// Environment variables of `relayworker relay` (and OUTBOX_NOTIFY_TRIGGER of migrate).
+const (
+	EnvNotifyTrigger      = "OUTBOX_NOTIFY_TRIGGER"
+	EnvBrokers            = "KAFKA_BROKERS"
+	EnvBatchSize          = "RELAY_BATCH_SIZE"
+	EnvLease              = "RELAY_LEASE"
+	EnvPollInterval       = "RELAY_POLL_INTERVAL"
+	EnvMaxAttempts        = "RELAY_MAX_ATTEMPTS"
+	EnvMinBackoff         = "RELAY_MIN_BACKOFF"
+	EnvMaxBackoff         = "RELAY_MAX_BACKOFF"
+	EnvUnknownTopicGrace  = "RELAY_UNKNOWN_TOPIC_GRACE"
+	EnvShutdownTimeout    = "RELAY_SHUTDOWN_TIMEOUT"
+	EnvWorkerID           = "RELAY_WORKER_ID"
+	EnvMetricsAddr        = "RELAY_METRICS_ADDR"
+	EnvHealthAddr         = "RELAY_HEALTH_ADDR"
+	EnvPprofAddr          = "RELAY_PPROF_ADDR"
+	EnvKafkaTLS           = "KAFKA_TLS"
+	EnvKafkaTLSCAFile     = "KAFKA_TLS_CA_FILE"
+	EnvKafkaSASLMechanism = "KAFKA_SASL_MECHANISM"
+	EnvKafkaSASLUsername  = "KAFKA_SASL_USERNAME"
+	EnvKafkaSASLPassword  = "KAFKA_SASL_PASSWORD"
+)
+
+// Defaults of the worker's flags, which are also the CRD's defaults.
+const (
+	DefaultSchema            = "public"
+	DefaultTable             = "outbox_event"
+	DefaultLogLevel          = "info"
+	DefaultBatchSize         = 500
+	DefaultLease             = 30 * time.Second
+	DefaultPollInterval      = time.Second
+	DefaultMaxAttempts       = 12
+	DefaultMinBackoff        = 500 * time.Millisecond
+	DefaultMaxBackoff        = 5 * time.Minute
+	DefaultUnknownTopicGrace = 5 * time.Minute
+	DefaultShutdownTimeout   = 20 * time.Second
+)
+
+// Bounds the worker enforces (and the CRD's validation mirrors).
+const (
+	MinBatchSize = 1
+	MaxBatchSize = 10000
+	MinLease     = time.Second
+)
+
+// Where the worker listens in a pod, and where its binary is in the image.
+const (
+	MetricsPort = 8080
+	HealthPort  = 8081
+	Binary      = "/relayworker"
+)
