@@ -1,18 +1,23 @@
 // Package podrunner starts a container of a pod template as a local process. There is
 // no kubelet in the demo stack or the end-to-end tests, so this is how the relay
 // Deployment that the operator rendered actually runs: same command, args and env,
-// with secretKeyRef / configMapKeyRef / fieldRef values resolved from the API server.
+// with secretKeyRef / configMapKeyRef / fieldRef values resolved from the API server
+// and resourceFieldRef values from the container's own resources.
 package podrunner
 
 import (
 	"context"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"os/exec"
 	"path"
+	"strconv"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
@@ -24,12 +29,13 @@ type Pod struct {
 }
 
 // Env resolves a container's environment the way the kubelet would for the subset the
-// operator uses: literal values, secretKeyRef, configMapKeyRef, and fieldRef
-// metadata.name / metadata.namespace. Anything else is an error, never a silent gap.
+// operator uses: literal values, secretKeyRef, configMapKeyRef, fieldRef
+// metadata.name / metadata.namespace, and resourceFieldRef to the container's own
+// requests and limits. Anything else is an error, never a silent gap.
 func Env(ctx context.Context, c client.Reader, pod Pod, ctr corev1.Container) ([]string, error) {
 	var env []string
 	for _, e := range ctr.Env {
-		v, err := value(ctx, c, pod, e)
+		v, err := value(ctx, c, pod, ctr, e)
 		if err != nil {
 			return nil, fmt.Errorf("env %s: %w", e.Name, err)
 		}
@@ -38,7 +44,7 @@ func Env(ctx context.Context, c client.Reader, pod Pod, ctr corev1.Container) ([
 	return env, nil
 }
 
-func value(ctx context.Context, c client.Reader, pod Pod, e corev1.EnvVar) (string, error) {
+func value(ctx context.Context, c client.Reader, pod Pod, ctr corev1.Container, e corev1.EnvVar) (string, error) {
 	src := e.ValueFrom
 	switch {
 	case src == nil:
@@ -71,8 +77,37 @@ func value(ctx context.Context, c client.Reader, pod Pod, e corev1.EnvVar) (stri
 			return pod.Namespace, nil
 		}
 		return "", fmt.Errorf("fieldRef %s is not supported locally", src.FieldRef.FieldPath)
+	case src.ResourceFieldRef != nil:
+		return resourceValue(ctr, src.ResourceFieldRef)
 	}
 	return "", fmt.Errorf("unsupported valueFrom")
+}
+
+// resourceValue is a resourceFieldRef to the container's own requests or limits, in
+// units of the divisor rounded up, as the kubelet computes it. An unset resource is an
+// error here (the kubelet would substitute the node's allocatable amount).
+func resourceValue(ctr corev1.Container, ref *corev1.ResourceFieldSelector) (string, error) {
+	if ref.ContainerName != "" && ref.ContainerName != ctr.Name {
+		return "", fmt.Errorf("resourceFieldRef to container %s is not supported locally", ref.ContainerName)
+	}
+	list, name, ok := ctr.Resources.Limits, ref.Resource, false
+	if r, found := strings.CutPrefix(ref.Resource, "requests."); found {
+		list, name = ctr.Resources.Requests, r
+	} else {
+		name, ok = strings.CutPrefix(ref.Resource, "limits.")
+		if !ok {
+			return "", fmt.Errorf("resourceFieldRef %s is not supported locally", ref.Resource)
+		}
+	}
+	q, set := list[corev1.ResourceName(name)]
+	if !set {
+		return "", fmt.Errorf("resourceFieldRef %s: the container sets no %s", ref.Resource, ref.Resource)
+	}
+	div := ref.Divisor
+	if div.IsZero() {
+		div = resource.MustParse("1")
+	}
+	return strconv.FormatInt(int64(math.Ceil(float64(q.MilliValue())/float64(div.MilliValue()))), 10), nil
 }
 
 // Command builds the process for ctr: the image's binary (command[0], e.g.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
@@ -47,5 +48,39 @@ func TestCommandResolvesEnvLikeTheKubelet(t *testing.T) {
 		LocalObjectReference: corev1.LocalObjectReference{Name: "kafka"}, Key: "pw"}}}}
 	if _, err := Command(context.Background(), c, pod, ctr, "/tmp/bin", io.Discard); err == nil || !strings.Contains(err.Error(), "KAFKA_SASL_PASSWORD") {
 		t.Fatalf("cross-namespace secret: err = %v", err)
+	}
+}
+
+func TestResourceFieldRefIsTheContainersOwnResource(t *testing.T) {
+	ctr := corev1.Container{Name: "relay", Resources: corev1.ResourceRequirements{
+		Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m")},
+	}}
+	ref := func(res, div string) *corev1.ResourceFieldSelector {
+		s := &corev1.ResourceFieldSelector{ContainerName: "relay", Resource: res}
+		if div != "" {
+			s.Divisor = resource.MustParse(div)
+		}
+		return s
+	}
+	for _, c := range []struct {
+		ref  *corev1.ResourceFieldSelector
+		want string
+	}{
+		{ref("limits.memory", ""), "268435456"},
+		{ref("limits.memory", "1Mi"), "256"},
+		{ref("requests.cpu", "1m"), "50"},
+		{ref("requests.cpu", ""), "1"}, // rounded up, as the kubelet does
+	} {
+		got, err := resourceValue(ctr, c.ref)
+		if err != nil || got != c.want {
+			t.Errorf("%s/%s = %q, %v; want %s", c.ref.Resource, c.ref.Divisor.String(), got, err, c.want)
+		}
+	}
+	if _, err := resourceValue(ctr, ref("limits.cpu", "")); err == nil {
+		t.Error("an unset limit resolved to a value")
+	}
+	if _, err := resourceValue(ctr, &corev1.ResourceFieldSelector{ContainerName: "other", Resource: "limits.memory"}); err == nil {
+		t.Error("another container's resource resolved")
 	}
 }
