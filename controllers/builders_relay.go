@@ -107,6 +107,13 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 		env(contract.EnvMetricsAddr, ":"+strconv.Itoa(metricsPort)),
 		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
 	)
+	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
+		// The relay runs with a high GOGC; the memory limit makes the collector work
+		// harder near the container's limit instead of letting the pod be OOM-killed.
+		envs = append(envs, corev1.EnvVar{Name: contract.EnvGoMemLimit, ValueFrom: &corev1.EnvVarSource{
+			ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "relay", Resource: "limits.memory"},
+		}})
+	}
 	image := imageFor(p, defaultImage)
 
 	// A worker stops claiming on SIGTERM and finishes or releases its batch; give it

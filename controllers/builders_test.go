@@ -90,6 +90,10 @@ func TestDesiredDeployment(t *testing.T) {
 			if e["RELAY_WORKER_ID"].ValueFrom.FieldRef.FieldPath != "metadata.name" {
 				t.Error("RELAY_WORKER_ID not from the pod name")
 			}
+			if ref := e["GOMEMLIMIT"].ValueFrom; ref == nil || ref.ResourceFieldRef == nil ||
+				ref.ResourceFieldRef.Resource != "limits.memory" || ref.ResourceFieldRef.ContainerName != "relay" {
+				t.Errorf("GOMEMLIMIT not from the relay container's memory limit: %+v", e["GOMEMLIMIT"])
+			}
 			for _, k := range []string{"KAFKA_TLS", "KAFKA_SASL_MECHANISM", "KAFKA_SASL_PASSWORD"} {
 				if _, ok := e[k]; ok {
 					t.Errorf("%s set without tls/sasl", k)

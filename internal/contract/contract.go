@@ -39,6 +39,9 @@ const (
 	EnvKafkaSASLMechanism = "KAFKA_SASL_MECHANISM"
 	EnvKafkaSASLUsername  = "KAFKA_SASL_USERNAME"
 	EnvKafkaSASLPassword  = "KAFKA_SASL_PASSWORD"
+	// EnvGoMemLimit is the Go runtime's soft memory limit; the operator sets it from the
+	// relay container's memory limit (the relay raises GOGC, see relayworker/cli).
+	EnvGoMemLimit = "GOMEMLIMIT"
 )
 
 // Defaults of the worker's flags, which are also the CRD's defaults.

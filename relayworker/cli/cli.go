@@ -72,6 +72,7 @@ func Run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 		if err != nil {
 			return flagErr("relay", err, stdout)
 		}
+		tuneGC(getenv)
 		return runRelay(ctx, cfg, newLogger(stderr, cfg.LogLevel, cfg.Pipeline, cfg.WorkerID))
 	case "replay":
 		cfg, err := config.ParseReplay(args[1:], getenv)
