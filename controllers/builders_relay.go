@@ -116,12 +116,7 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 	}
 	image := imageFor(p, defaultImage)
 
-	// A worker stops claiming on SIGTERM and finishes or releases its batch; give it
-	// the lease plus slack so in-flight rows are marked rather than left to expire.
-	grace := int64(r.Lease.Duration/time.Second) + 15
-	if grace < 30 {
-		grace = 30
-	}
+	grace := int64(contract.TerminationGrace(r.Lease.Duration) / time.Second)
 
 	relay := corev1.Container{
 		Name:            "relay",

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
@@ -160,5 +161,16 @@ func TestArchiveCronJobParsesToTheSpec(t *testing.T) {
 	}
 	if cfg.Table != "events_out" || cfg.Schema != "sales" {
 		t.Errorf("archive would run against %s.%s", cfg.Schema, cfg.Table)
+	}
+}
+
+// The pod's termination grace leaves the worker its shutdown timeout and a lease.
+func TestRelayPodGraceCoversTheWorkersShutdown(t *testing.T) {
+	for _, lease := range []time.Duration{time.Second, 30 * time.Second, 10 * time.Minute} {
+		p := testPipeline(func(p *outboxv1.OutboxPipeline) { p.Spec.Relay.Lease = &metav1.Duration{Duration: lease} })
+		grace := time.Duration(*DesiredDeployment(p, "img:1", "h").Spec.Template.Spec.TerminationGracePeriodSeconds) * time.Second
+		if grace < lease || grace <= contract.DefaultShutdownTimeout {
+			t.Errorf("lease %s: grace %s does not cover the lease and the %s shutdown timeout", lease, grace, contract.DefaultShutdownTimeout)
+		}
 	}
 }

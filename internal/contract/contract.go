@@ -72,3 +72,23 @@ const (
 	HealthPort  = 8081
 	Binary      = "/relayworker"
 )
+
+// Timings derived from the lease, used by the operator (pod spec) and the worker.
+
+// TerminationGrace is the relay pod's terminationGracePeriodSeconds: a worker stops
+// claiming on SIGTERM and finishes or releases its batch, so it gets the lease plus
+// slack (at least 30 s) and in-flight rows are marked rather than left to expire.
+func TerminationGrace(lease time.Duration) time.Duration {
+	return max(lease.Truncate(time.Second)+15*time.Second, 30*time.Second)
+}
+
+// LivenessStall is how long the relay loop may go without progress before /healthz
+// fails: a claim and publish may take up to the lease, an idle wait up to the poll
+// interval (twice, for a slow claim after it), plus slack.
+func LivenessStall(lease, poll time.Duration) time.Duration {
+	return lease + 2*poll + 30*time.Second
+}
+
+// LeaseMargin is how long before its lease ends a batch must be published; rows not
+// published by then are released instead of racing a take-over.
+func LeaseMargin(lease time.Duration) time.Duration { return lease / 4 }

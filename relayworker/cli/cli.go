@@ -19,6 +19,7 @@ import (
 	_ "github.com/lib/pq" // driver "postgres"
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/relayworker/archive"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
@@ -247,7 +248,7 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}()
 
 	m := metrics.New(cfg.Pipeline)
-	h := health.New(cfg.Lease + 2*cfg.PollInterval + 30*time.Second)
+	h := health.New(contract.LivenessStall(cfg.Lease, cfg.PollInterval))
 	var servers []*http.Server
 	for _, ep := range []struct {
 		addr string

@@ -17,6 +17,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
@@ -79,10 +80,10 @@ func New(cfg Config, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metr
 		cfg.StatsInterval = 10 * time.Second
 	}
 	if cfg.LeaseMargin <= 0 {
-		cfg.LeaseMargin = cfg.Lease / 4
+		cfg.LeaseMargin = contract.LeaseMargin(cfg.Lease)
 	}
 	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = 20 * time.Second
+		cfg.ShutdownTimeout = contract.DefaultShutdownTimeout
 	}
 	r := &Relay{cfg: cfg, db: db, store: st, pub: pub, m: m, health: h, log: log,
 		wake: make(chan struct{}, 1), bstate: brokerState{up: true}}
