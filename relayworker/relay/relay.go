@@ -268,10 +268,18 @@ func (r *Relay) Run(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 		case <-r.wake:
+			sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
 		case <-poll.C:
 		}
 	}
 }
+
+// WakeLinger is how long a worker woken by NOTIFY waits before claiming. Every
+// committing producer announces itself and every worker hears it; claiming at once
+// turned 1,000 events/s into ~480 claims/s of 2 rows each, CPU the database needed
+// (a worse p99 than plain polling). Two milliseconds let the burst finish: about
+// 25 % fewer claims and p99 18-39 -> 16 ms at 1,000 events/s with the trigger.
+const WakeLinger = 2 * time.Millisecond
 
 // sleep waits for d or until ctx ends, whichever comes first.
 func sleep(ctx context.Context, d time.Duration) {
