@@ -80,9 +80,9 @@ type brokerState struct {
 }
 
 // pauseForBroker stops claiming until the brokers answer again: probes with
-// BrokerProbe's backoff (continuing from earlier pauses while no batch has succeeded in
-// between, so a broker that answers probes but stores nothing is probed less and less
-// often), then resumes. The paused batch was already handed to the marks as released.
+// BrokerProbe's backoff (continuing from earlier pauses while no batch has stored
+// anything in between, so a flapping broker is probed less and less often, up to the
+// cap), then resumes. The paused batch was already handed to the marks as released.
 func (r *Relay) pauseForBroker(ctx context.Context, topics []string, code, msg string) {
 	r.setBroker(ctx, false, code, msg)
 	for n := r.broker().streak; ctx.Err() == nil; n++ {
