@@ -20,6 +20,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // jobPodSpec is the restricted pod spec shared by replay and retention Jobs.
@@ -63,36 +64,36 @@ func jobPodSpec(p *outboxv1.OutboxPipeline, image string, args []string, envs []
 func ReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 	s := r.Spec
 	args := []string{"replay",
-		"--replay-id=" + ReplayID(r),
-		"--reason=" + s.Reason,
-		"--rate=" + strconv.Itoa(int(s.Rate)),
-		"--canary-size=" + strconv.Itoa(int(*s.CanarySize)),
-		"--max-new-dead-percent=" + strconv.Itoa(int(*s.MaxNewDeadPercent)),
+		contract.Arg(contract.FlagReplayID, ReplayID(r)),
+		contract.Arg(contract.FlagReason, s.Reason),
+		contract.Arg(contract.FlagRate, strconv.Itoa(int(s.Rate))),
+		contract.Arg(contract.FlagCanarySize, strconv.Itoa(int(*s.CanarySize))),
+		contract.Arg(contract.FlagMaxNewDeadPercent, strconv.Itoa(int(*s.MaxNewDeadPercent))),
 	}
 	if s.RequestedBy != "" {
-		args = append(args, "--requested-by="+s.RequestedBy)
+		args = append(args, contract.Arg(contract.FlagRequestedBy, s.RequestedBy))
 	}
 	if s.DryRun {
-		args = append(args, "--dry-run")
+		args = append(args, "--"+contract.FlagDryRun)
 	}
 	sel := s.Selector
 	if len(sel.EventIDs) > 0 {
-		args = append(args, "--event-ids="+strings.Join(sel.EventIDs, ","))
+		args = append(args, contract.Arg(contract.FlagEventIDs, strings.Join(sel.EventIDs, ",")))
 	}
 	for _, kv := range [][2]string{
-		{"--event-type", sel.EventType}, {"--aggregate-type", sel.AggregateType},
-		{"--aggregate-id", sel.AggregateID}, {"--error-code", sel.ErrorCode},
-		{"--destination", sel.Destination},
+		{contract.FlagEventType, sel.EventType}, {contract.FlagAggregateType, sel.AggregateType},
+		{contract.FlagAggregateID, sel.AggregateID}, {contract.FlagErrorCode, sel.ErrorCode},
+		{contract.FlagDestination, sel.Destination},
 	} {
 		if kv[1] != "" {
-			args = append(args, kv[0]+"="+kv[1])
+			args = append(args, contract.Arg(kv[0], kv[1]))
 		}
 	}
 	if sel.CreatedAfter != nil {
-		args = append(args, "--created-after="+sel.CreatedAfter.UTC().Format(time.RFC3339))
+		args = append(args, contract.Arg(contract.FlagCreatedAfter, sel.CreatedAfter.UTC().Format(time.RFC3339)))
 	}
 	if sel.CreatedBefore != nil {
-		args = append(args, "--created-before="+sel.CreatedBefore.UTC().Format(time.RFC3339))
+		args = append(args, contract.Arg(contract.FlagCreatedBefore, sel.CreatedBefore.UTC().Format(time.RFC3339)))
 	}
 	return args
 }
@@ -126,14 +127,14 @@ func ArchivePolicyKey(rp *outboxv1.RetentionPolicy) string { return rp.Namespace
 func ArchiveArgs(rp *outboxv1.RetentionPolicy) []string {
 	s := rp.Spec
 	args := []string{"archive",
-		"--policy=" + ArchivePolicyKey(rp),
-		"--sent-retention=" + goDuration(s.SentRetention),
-		"--dead-retention=" + goDuration(s.DeadRetention),
-		"--mode=" + strings.ToLower(s.Mode),
-		"--batch-size=" + strconv.Itoa(int(s.BatchSize)),
+		contract.Arg(contract.FlagPolicy, ArchivePolicyKey(rp)),
+		contract.Arg(contract.FlagSentRetention, goDuration(s.SentRetention)),
+		contract.Arg(contract.FlagDeadRetention, goDuration(s.DeadRetention)),
+		contract.Arg(contract.FlagMode, strings.ToLower(s.Mode)),
+		contract.Arg(contract.FlagBatchSize, strconv.Itoa(int(s.BatchSize))),
 	}
 	if s.ConsumerLogRetention != nil {
-		args = append(args, "--consumer-log-retention="+goDuration(s.ConsumerLogRetention))
+		args = append(args, contract.Arg(contract.FlagConsumerLogRetention, goDuration(s.ConsumerLogRetention)))
 	}
 	return args
 }

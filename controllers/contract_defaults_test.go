@@ -3,6 +3,7 @@ package controllers
 import (
 	"fmt"
 	"os"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,40 +16,66 @@ import (
 // place the worker's defaults are written a second time: this test holds them to
 // internal/contract, which the worker's flags and api/v1alpha1's Go defaults use.
 func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
-	raw, err := os.ReadFile("../config/crd/bases/outbox.dev_outboxpipelines.yaml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var crd map[string]any
-	if err := yaml.Unmarshal(raw, &crd); err != nil {
-		t.Fatal(err)
-	}
-	spec := dig(t, crd, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties")
-	dur := func(d time.Duration) string { return metaDuration(d) }
-	for _, c := range []struct {
-		path []any
-		want string
+	dur := metaDuration
+	for _, crd := range []struct {
+		file   string
+		checks map[string]string // dotted path under spec.properties -> default
 	}{
-		{[]any{"relay", "properties", "batchSize", "default"}, fmt.Sprint(contract.DefaultBatchSize)},
-		{[]any{"relay", "properties", "lease", "default"}, dur(contract.DefaultLease)},
-		{[]any{"relay", "properties", "pollInterval", "default"}, dur(contract.DefaultPollInterval)},
-		{[]any{"relay", "properties", "maxAttempts", "default"}, fmt.Sprint(contract.DefaultMaxAttempts)},
-		{[]any{"relay", "properties", "minBackoff", "default"}, dur(contract.DefaultMinBackoff)},
-		{[]any{"relay", "properties", "maxBackoff", "default"}, dur(contract.DefaultMaxBackoff)},
-		{[]any{"relay", "properties", "unknownTopicGrace", "default"}, dur(contract.DefaultUnknownTopicGrace)},
-		{[]any{"relay", "properties", "logLevel", "default"}, contract.DefaultLogLevel},
-		{[]any{"source", "properties", "schema", "default"}, contract.DefaultSchema},
-		{[]any{"source", "properties", "table", "default"}, contract.DefaultTable},
+		{"outbox.dev_outboxpipelines.yaml", map[string]string{
+			"relay.batchSize":         fmt.Sprint(contract.DefaultBatchSize),
+			"relay.lease":             dur(contract.DefaultLease),
+			"relay.pollInterval":      dur(contract.DefaultPollInterval),
+			"relay.maxAttempts":       fmt.Sprint(contract.DefaultMaxAttempts),
+			"relay.minBackoff":        dur(contract.DefaultMinBackoff),
+			"relay.maxBackoff":        dur(contract.DefaultMaxBackoff),
+			"relay.unknownTopicGrace": dur(contract.DefaultUnknownTopicGrace),
+			"relay.logLevel":          contract.DefaultLogLevel,
+			"source.schema":           contract.DefaultSchema,
+			"source.table":            contract.DefaultTable,
+		}},
+		{"outbox.dev_deadletterreplays.yaml", map[string]string{
+			"rate":              fmt.Sprint(contract.DefaultReplayRate),
+			"canarySize":        fmt.Sprint(contract.DefaultCanarySize),
+			"maxNewDeadPercent": fmt.Sprint(contract.DefaultMaxNewDeadPercent),
+		}},
+		{"outbox.dev_retentionpolicies.yaml", map[string]string{
+			"sentRetention": dur(contract.DefaultSentRetention),
+			"deadRetention": dur(contract.DefaultDeadRetention),
+			"batchSize":     fmt.Sprint(contract.DefaultArchiveBatchSize),
+			"mode":          contract.DefaultArchiveMode, // the CRD spells it Archive; the builder lowercases it
+		}},
 	} {
-		if got := fmt.Sprint(dig(t, spec, c.path...)); got != c.want {
-			t.Errorf("CRD default spec.%v = %s, the worker's is %s", c.path, got, c.want)
+		raw, err := os.ReadFile("../config/crd/bases/" + crd.file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var doc map[string]any
+		if err := yaml.Unmarshal(raw, &doc); err != nil {
+			t.Fatal(err)
+		}
+		spec := dig(t, doc, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties")
+		for path, want := range crd.checks {
+			var p []any
+			for i, part := range strings.Split(path, ".") {
+				if i > 0 {
+					p = append(p, "properties")
+				}
+				p = append(p, part)
+			}
+			// Case-insensitive: enum values are capitalised in the API and lowercased
+			// by the builders (mode: Archive -> archive).
+			if got := fmt.Sprint(dig(t, spec, append(p, "default")...)); !strings.EqualFold(got, want) {
+				t.Errorf("%s: default of spec.%s is %s, the worker's is %s", crd.file, path, got, want)
+			}
 		}
 	}
 }
 
-// metaDuration spells d as the markers do (30s, 5m, 500ms).
+// metaDuration spells d as the markers do (30s, 5m, 168h, 500ms).
 func metaDuration(d time.Duration) string {
 	switch {
+	case d%time.Hour == 0:
+		return fmt.Sprintf("%dh", d/time.Hour)
 	case d%time.Minute == 0:
 		return fmt.Sprintf("%dm", d/time.Minute)
 	case d%time.Second == 0:

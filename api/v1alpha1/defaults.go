@@ -33,13 +33,13 @@ const (
 	DefaultStatusInterval           = 15 * time.Second
 	DefaultOldestPendingAge         = 5 * time.Minute
 	DefaultDeadGrowthWindow         = 15 * time.Minute
-	DefaultReplayRate         int32 = 100
-	DefaultCanarySize         int32 = 10
-	DefaultMaxNewDeadPercent  int32 = 10
+	DefaultReplayRate         int32 = contract.DefaultReplayRate
+	DefaultCanarySize         int32 = contract.DefaultCanarySize
+	DefaultMaxNewDeadPercent  int32 = contract.DefaultMaxNewDeadPercent
 	DefaultRetentionSchedule        = "15 * * * *"
-	DefaultSentRetention            = 168 * time.Hour
-	DefaultDeadRetention            = 720 * time.Hour
-	DefaultRetentionBatchSize int32 = 1000
+	DefaultSentRetention            = contract.DefaultSentRetention
+	DefaultDeadRetention            = contract.DefaultDeadRetention
+	DefaultRetentionBatchSize int32 = contract.DefaultArchiveBatchSize
 )
 
 func dur(p **metav1.Duration, d time.Duration) {

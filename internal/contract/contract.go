@@ -92,3 +92,43 @@ func LivenessStall(lease, poll time.Duration) time.Duration {
 // LeaseMargin is how long before its lease ends a batch must be published; rows not
 // published by then are released instead of racing a take-over.
 func LeaseMargin(lease time.Duration) time.Duration { return lease / 4 }
+
+// Flags of `relayworker replay` and `relayworker archive` that the operator renders as
+// --flag=value (Arg).
+const (
+	FlagReplayID             = "replay-id"
+	FlagReason               = "reason"
+	FlagRequestedBy          = "requested-by"
+	FlagRate                 = "rate"
+	FlagCanarySize           = "canary-size"
+	FlagMaxNewDeadPercent    = "max-new-dead-percent"
+	FlagDryRun               = "dry-run"
+	FlagEventIDs             = "event-ids"
+	FlagEventType            = "event-type"
+	FlagAggregateType        = "aggregate-type"
+	FlagAggregateID          = "aggregate-id"
+	FlagErrorCode            = "error-code"
+	FlagDestination          = "destination"
+	FlagCreatedAfter         = "created-after"
+	FlagCreatedBefore        = "created-before"
+	FlagPolicy               = "policy"
+	FlagSentRetention        = "sent-retention"
+	FlagDeadRetention        = "dead-retention"
+	FlagMode                 = "mode"
+	FlagBatchSize            = "batch-size"
+	FlagConsumerLogRetention = "consumer-log-retention"
+)
+
+// Defaults of replay and archive, which are also the CRD's defaults.
+const (
+	DefaultReplayRate        = 100
+	DefaultCanarySize        = 10
+	DefaultMaxNewDeadPercent = 10
+	DefaultSentRetention     = 168 * time.Hour
+	DefaultDeadRetention     = 720 * time.Hour
+	DefaultArchiveBatchSize  = 1000
+	DefaultArchiveMode       = "archive"
+)
+
+// Arg renders --flag=value: a value starting with '-' is never read as a flag.
+func Arg(flag, value string) string { return "--" + flag + "=" + value }

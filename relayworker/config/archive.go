@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // Archive is the configuration of `relayworker archive`.
@@ -21,12 +23,12 @@ type Archive struct {
 
 func bindArchive(b *binder, a *Archive) {
 	b.common(&a.Common)
-	b.duration(&a.SentRetention, "sent-retention", "ARCHIVE_SENT_RETENTION", 168*time.Hour, "keep SENT rows at least this long after sent_at")
-	b.duration(&a.DeadRetention, "dead-retention", "ARCHIVE_DEAD_RETENTION", 720*time.Hour, "keep DEAD rows at least this long after they last changed")
-	b.duration(&a.ConsumerLogRetention, "consumer-log-retention", "ARCHIVE_CONSUMER_LOG_RETENTION", 0, "keep finished message_consume rows at least this long (0: keep forever)")
-	b.str(&a.Mode, "mode", "ARCHIVE_MODE", "archive", "archive (move to <table>_archive) or delete")
-	b.integer(&a.BatchSize, "batch-size", "ARCHIVE_BATCH_SIZE", 1000, "rows per short transaction (1..50000)")
-	b.str(&a.Policy, "policy", "ARCHIVE_POLICY", "", "RetentionPolicy <namespace>/<name> recorded in <table>_archive_runs (empty: manual run)")
+	b.duration(&a.SentRetention, contract.FlagSentRetention, "ARCHIVE_SENT_RETENTION", contract.DefaultSentRetention, "keep SENT rows at least this long after sent_at")
+	b.duration(&a.DeadRetention, contract.FlagDeadRetention, "ARCHIVE_DEAD_RETENTION", contract.DefaultDeadRetention, "keep DEAD rows at least this long after they last changed")
+	b.duration(&a.ConsumerLogRetention, contract.FlagConsumerLogRetention, "ARCHIVE_CONSUMER_LOG_RETENTION", 0, "keep finished message_consume rows at least this long (0: keep forever)")
+	b.str(&a.Mode, contract.FlagMode, "ARCHIVE_MODE", contract.DefaultArchiveMode, "archive (move to <table>_archive) or delete")
+	b.integer(&a.BatchSize, contract.FlagBatchSize, "ARCHIVE_BATCH_SIZE", contract.DefaultArchiveBatchSize, "rows per short transaction (1..50000)")
+	b.str(&a.Policy, contract.FlagPolicy, "ARCHIVE_POLICY", "", "RetentionPolicy <namespace>/<name> recorded in <table>_archive_runs (empty: manual run)")
 }
 
 // ParseArchive parses `relayworker archive` arguments.

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // ReplaySelector chooses DEAD rows; empty fields do not filter.
@@ -44,23 +46,23 @@ type Replay struct {
 
 func bindReplay(b *binder, r *Replay) {
 	b.common(&r.Common)
-	b.str(&r.ReplayID, "replay-id", "REPLAY_ID", "", "unique id of this replay (audit key; a re-run resumes it)")
-	b.str(&r.Reason, "reason", "REPLAY_REASON", "", "why the replay runs (audited)")
-	b.str(&r.RequestedBy, "requested-by", "REPLAY_REQUESTED_BY", "unknown", "who asked for it (audited)")
-	b.integer(&r.Rate, "rate", "REPLAY_RATE", 100, "events handed back to the relay per second (1..10000)")
-	b.integer(&r.CanarySize, "canary-size", "REPLAY_CANARY_SIZE", 10, "events replayed first; 0 disables the canary")
-	b.integer(&r.MaxNewDeadPercent, "max-new-dead-percent", "REPLAY_MAX_NEW_DEAD_PERCENT", 10, "stop when more than this % of the canary goes DEAD again")
-	b.boolean(&r.DryRun, "dry-run", "REPLAY_DRY_RUN", false, "only count and audit the matching events")
+	b.str(&r.ReplayID, contract.FlagReplayID, "REPLAY_ID", "", "unique id of this replay (audit key; a re-run resumes it)")
+	b.str(&r.Reason, contract.FlagReason, "REPLAY_REASON", "", "why the replay runs (audited)")
+	b.str(&r.RequestedBy, contract.FlagRequestedBy, "REPLAY_REQUESTED_BY", "unknown", "who asked for it (audited)")
+	b.integer(&r.Rate, contract.FlagRate, "REPLAY_RATE", contract.DefaultReplayRate, "events handed back to the relay per second (1..10000)")
+	b.integer(&r.CanarySize, contract.FlagCanarySize, "REPLAY_CANARY_SIZE", contract.DefaultCanarySize, "events replayed first; 0 disables the canary")
+	b.integer(&r.MaxNewDeadPercent, contract.FlagMaxNewDeadPercent, "REPLAY_MAX_NEW_DEAD_PERCENT", contract.DefaultMaxNewDeadPercent, "stop when more than this % of the canary goes DEAD again")
+	b.boolean(&r.DryRun, contract.FlagDryRun, "REPLAY_DRY_RUN", false, "only count and audit the matching events")
 	b.integer(&r.MaxEvents, "max-events", "REPLAY_MAX_EVENTS", 100000, "refuse selectors matching more DEAD events than this")
 	b.duration(&r.SettleTimeout, "settle-timeout", "REPLAY_SETTLE_TIMEOUT", 30*time.Minute, "how long replayed events may take to become SENT or DEAD")
-	b.str(&r.eventIDsRaw, "event-ids", "REPLAY_EVENT_IDS", "", "comma-separated event ids")
-	b.str(&r.Selector.EventType, "event-type", "REPLAY_EVENT_TYPE", "", "event_type to match")
-	b.str(&r.Selector.AggregateType, "aggregate-type", "REPLAY_AGGREGATE_TYPE", "", "aggregate_type to match")
-	b.str(&r.Selector.AggregateID, "aggregate-id", "REPLAY_AGGREGATE_ID", "", "aggregate_id to match")
-	b.str(&r.Selector.ErrorCode, "error-code", "REPLAY_ERROR_CODE", "", "last_error_code to match")
-	b.str(&r.Selector.Destination, "destination", "REPLAY_DESTINATION", "", "destination (topic) to match")
-	b.str(&r.afterRaw, "created-after", "REPLAY_CREATED_AFTER", "", "RFC 3339 time; match created_at >= it")
-	b.str(&r.beforeRaw, "created-before", "REPLAY_CREATED_BEFORE", "", "RFC 3339 time; match created_at < it")
+	b.str(&r.eventIDsRaw, contract.FlagEventIDs, "REPLAY_EVENT_IDS", "", "comma-separated event ids")
+	b.str(&r.Selector.EventType, contract.FlagEventType, "REPLAY_EVENT_TYPE", "", "event_type to match")
+	b.str(&r.Selector.AggregateType, contract.FlagAggregateType, "REPLAY_AGGREGATE_TYPE", "", "aggregate_type to match")
+	b.str(&r.Selector.AggregateID, contract.FlagAggregateID, "REPLAY_AGGREGATE_ID", "", "aggregate_id to match")
+	b.str(&r.Selector.ErrorCode, contract.FlagErrorCode, "REPLAY_ERROR_CODE", "", "last_error_code to match")
+	b.str(&r.Selector.Destination, contract.FlagDestination, "REPLAY_DESTINATION", "", "destination (topic) to match")
+	b.str(&r.afterRaw, contract.FlagCreatedAfter, "REPLAY_CREATED_AFTER", "", "RFC 3339 time; match created_at >= it")
+	b.str(&r.beforeRaw, contract.FlagCreatedBefore, "REPLAY_CREATED_BEFORE", "", "RFC 3339 time; match created_at < it")
 }
 
 // ParseReplay parses `relayworker replay` arguments.
