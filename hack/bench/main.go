@@ -50,6 +50,25 @@ func has(list, x string) bool {
 }
 
 func benchmark() error {
+	switch {
+	case *events < 1:
+		return fmt.Errorf("-events %d: want at least 1", *events)
+	case *history < 0:
+		return fmt.Errorf("-history %d: want 0 or more", *history)
+	case *workers < 1:
+		return fmt.Errorf("-workers %d: want at least 1", *workers)
+	case *duration <= 0 || *warmup < 0:
+		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
+	}
+	for _, list := range []struct{ flag, value, known string }{
+		{"-runs", *runsFlag, "limits,drain,latency"}, {"-peers", *peers, "relay,watermill"},
+	} {
+		for _, v := range strings.Split(list.value, ",") {
+			if !has(list.known, v) {
+				return fmt.Errorf("%s: unknown %q (want some of %s)", list.flag, strings.TrimSpace(v), list.known)
+			}
+		}
+	}
 	withPeer := has(*peers, "watermill")
 	s, err := startStack(*fsync, withPeer)
 	defer s.close()
