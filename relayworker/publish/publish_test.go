@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"syscall"
 	"testing"
 	"time"
@@ -62,6 +63,12 @@ func TestClassify(t *testing.T) {
 		class, code := Classify(c.err)
 		if class != c.class || code != c.code {
 			t.Errorf("%s: got %s/%s, want %s/%s", c.name, class, code, c.class, c.code)
+		}
+		// BrokerCodes restates the Transient and Unknown codes (a paused relay frees
+		// RETRY rows carrying them): hold the list to what Classify returns.
+		broker := slices.Contains(BrokerCodes, code)
+		if want := class == Transient || class == Unknown; broker != want {
+			t.Errorf("%s: code %s (%s) in BrokerCodes = %v, want %v", c.name, code, class, broker, want)
 		}
 	}
 	if c, code := Classify(nil); c != 0 || code != "" {
