@@ -119,7 +119,8 @@ func (r *Relay) pauseForBroker(ctx context.Context, topics []string, code, msg s
 	}
 }
 
-// setBroker records a transition (logged once per transition, not per probe).
+// setBroker records a transition (logged once per transition, not per probe). A pause
+// always ends up again (or with the stop signal), so every pause is a transition.
 func (r *Relay) setBroker(ctx context.Context, up bool, code, msg string) {
 	r.bmu.Lock()
 	was := r.bstate
@@ -138,8 +139,6 @@ func (r *Relay) setBroker(ctx context.Context, up bool, code, msg string) {
 		r.m.BrokerPauses.Inc()
 		r.health.SetReady(false, "broker unavailable ("+code+"): claims paused")
 		r.log.Info("no broker stores anything; pausing claims (rows keep their attempts)", "code", code, "error", msg)
-	case !up:
-		r.m.BrokerPauses.Inc()
 	case up && !was.up:
 		r.m.BrokerUp.Set(1)
 		r.health.SetReady(true, "")
