@@ -22,6 +22,12 @@ const (
 	StatusDead    = "DEAD"
 )
 
+// NonTerminalIn is the SQL list of the statuses a row can still leave: the rows the
+// relay has work for. The partial indexes are built WHERE status IN NonTerminalIn,
+// and the planner uses them only for queries that spell the same list, so every
+// statement that wants the hot set writes `status IN ` + NonTerminalIn.
+const NonTerminalIn = `('PENDING', 'SENDING', 'RETRY')`
+
 // Side-table suffixes and the consumer log table name.
 const (
 	ArchiveSuffix     = "_archive"
@@ -74,7 +80,7 @@ func Migrate(ctx context.Context, db *sql.DB, t pgident.Table, opts Options) err
 // Statements returns the DDL Migrate runs, in order.
 func Statements(t pgident.Table, opts Options) []string {
 	q := t.Qualified()
-	nonTerminal := `status IN ('PENDING', 'SENDING', 'RETRY')`
+	nonTerminal := `status IN ` + NonTerminalIn
 	stmts := []string{
 		`CREATE SCHEMA IF NOT EXISTS ` + pgident.Quote(t.Schema),
 		`CREATE TABLE IF NOT EXISTS ` + q + ` (
