@@ -8,12 +8,10 @@ package controllers
 
 // Pure functions that turn the custom resources into the Kubernetes objects the
 // operator owns. They read nothing but their arguments, so they are tested alone
-// (builders_test.go); the reconcilers only fetch inputs and apply the results.
+// (builders_test.go); the reconcilers only fetch inputs and apply the results
+// (apply.go, which also sets apiVersion/kind and the owner reference).
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
-	"encoding/json"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -44,11 +42,8 @@ const (
 	RelayAppName   = "outbox-relay"
 
 	// AnnotationSecretHash on a pod template changes when a referenced Secret key
-	// changes, which rolls the pods.
+	// changes, which rolls the pods (SecretHash).
 	AnnotationSecretHash = "outbox.dev/secret-hash"
-	// AnnotationDesiredHash on an owned object fingerprints what the operator last
-	// applied; an equal hash means there is nothing to write.
-	AnnotationDesiredHash = "outbox.dev/desired-hash"
 
 	kafkaCAVolume = "kafka-ca"
 	kafkaCADir    = "/etc/outbox/kafka-ca"
@@ -200,14 +195,3 @@ func imageFor(p *outboxv1.OutboxPipeline, defaultImage string) string {
 
 // goDuration prints a duration the way the worker's flag package parses it.
 func goDuration(d *metav1.Duration) string { return d.Duration.String() }
-
-// desiredHash fingerprints what the operator applies to an object (labels,
-// annotations and spec-like content), ignoring server-side defaults.
-func desiredHash(parts ...any) string {
-	b, err := json.Marshal(parts)
-	if err != nil {
-		panic(err) // only plain API types are hashed
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:])[:16]
-}

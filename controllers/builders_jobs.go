@@ -100,8 +100,12 @@ func ReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 
 // DesiredReplayJob renders the Job of a replay. Both arguments must carry defaults.
 // `relayworker replay` hands DEAD rows back to the relay (original event_id) at the
-// given rate and watches them settle; it never talks to Kafka, so the Job gets the
-// database settings only.
+// given rate and watches them settle; it never talks to Kafka, so its container gets
+// only the database part of the worker contract (sourceEnv: the DSN as a
+// secretKeyRef, schema, table, pipeline name, log level) and no broker env. The rest
+// of the pod is the pipeline's, shared with the archive Job (jobPodSpec): its
+// ServiceAccount, resources, scheduling and pull secrets, and, when
+// spec.sink.tls.caSecretRef is set, the Kafka CA volume, which replay does not read.
 func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, defaultImage string) *batchv1.Job {
 	labels := commonLabels(p.Name, "replay")
 	labels["outbox.dev/replay"] = r.Name

@@ -12,9 +12,7 @@ import (
 	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -27,6 +25,10 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
+
+// replayPoll is how often a running replay is mirrored: the Job's own changes wake the
+// reconciler (Owns), the worker's audit row in the database does not.
+const replayPoll = 15 * time.Second
 
 // DeadLetterReplayReconciler runs each DeadLetterReplay as one Job and mirrors the
 // Job and the replay's audit row into the status.
@@ -42,16 +44,19 @@ type DeadLetterReplayReconciler struct {
 // +kubebuilder:rbac:groups=outbox.dev,resources=deadletterreplays,verbs=get;list;watch
 // +kubebuilder:rbac:groups=outbox.dev,resources=deadletterreplays/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=outbox.dev,resources=deadletterreplays/finalizers,verbs=update
-// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;patch
 
-// Reconcile: fetch, resolve the pipeline, create the Job once, mirror its progress.
+// Reconcile is one pass: fetch, then start the replay (resolve the pipeline, build
+// and create the Job once) or observe it (mirror the Job and the audit row), then
+// write the status once. A user-fixable problem becomes Ready=False with a backoff.
 func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
-	log := logf.FromContext(ctx).WithValues("replay", req.NamespacedName)
-	ctx = logf.IntoContext(ctx, log)
-
+	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("replay", req.NamespacedName))
 	var rp outboxv1.DeadLetterReplay
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
-		return ctrl.Result{}, client.IgnoreNotFound(err)
+		if apierrors.IsNotFound(err) {
+			return ctrl.Result{}, nil // the Job goes with its owner reference
+		}
+		return ctrl.Result{}, fmt.Errorf("get DeadLetterReplay %s: %w", req.NamespacedName, err)
 	}
 	st := rp.Status.DeepCopy()
 	st.ObservedGeneration = rp.Generation
@@ -72,68 +77,65 @@ func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Req
 }
 
 func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) (ctrl.Result, error) {
-	if st.Phase == outboxv1.ReplaySucceeded || st.Phase == outboxv1.ReplayFailed {
-		return ctrl.Result{}, nil // finished: the audit table keeps the record
-	}
-	var job batchv1.Job
-	if st.StartTime == nil {
-		res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		desired := DesiredReplayJob(rp, res.P, r.RelayImage)
-		if err := ensureOwned(ctx, r.Client, r.Scheme, rp, desired, &job, desired.Spec,
-			func(dst, src *batchv1.Job) {}); err != nil {
-			return ctrl.Result{}, err
-		}
-		now := metav1.Now()
-		st.StartTime = &now
-		st.JobName = desired.Name
-		st.ReplayID = ReplayID(rp)
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonJobCreated,
-			fmt.Sprintf("Job %s started; the spec is now frozen", desired.Name))
-		return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
-	}
-
-	if err := r.Get(ctx, client.ObjectKey{Namespace: rp.Namespace, Name: st.JobName}, &job); err != nil {
-		if !apierrors.IsNotFound(err) {
-			return ctrl.Result{}, err
-		}
-		st.Phase = outboxv1.ReplayFailed
-		now := metav1.Now()
-		st.CompletionTime = &now
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobMissing,
-			fmt.Sprintf("Job %s disappeared before it finished; check the audit table for replay id %s and create a new DeadLetterReplay if needed", st.JobName, st.ReplayID))
-		return ctrl.Result{}, nil
-	}
 	switch {
-	case jobCondition(&job, batchv1.JobComplete):
-		st.Phase = outboxv1.ReplaySucceeded
-		st.CompletionTime = job.Status.CompletionTime
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonCompleted, "replay finished")
-	case jobCondition(&job, batchv1.JobFailed):
-		st.Phase = outboxv1.ReplayFailed
-		now := metav1.Now()
-		st.CompletionTime = &now
-		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobFailed,
-			fmt.Sprintf("Job %s failed; see `kubectl logs job/%s` and the audit row %s", job.Name, job.Name, st.ReplayID))
-	case job.Status.Active > 0 || job.Status.StartTime != nil:
-		st.Phase = outboxv1.ReplayRunning
+	case replayFinished(st):
+		return ctrl.Result{}, nil // the audit table keeps the record
+	case st.StartTime == nil:
+		return r.start(ctx, rp, st)
+	default:
+		return r.observe(ctx, rp, st)
 	}
-	r.readAudit(ctx, rp, st)
-	if st.Phase == outboxv1.ReplaySucceeded || st.Phase == outboxv1.ReplayFailed {
-		return ctrl.Result{}, nil
-	}
-	return ctrl.Result{RequeueAfter: 15 * time.Second}, nil
 }
 
-// readAudit copies the worker's counts from the audit table, best effort.
+// start resolves the pipeline (a missing one or its Secrets wait as a condition),
+// creates the Job and freezes the spec (status.startTime).
+func (r *DeadLetterReplayReconciler) start(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) (ctrl.Result, error) {
+	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	job := DesiredReplayJob(rp, res.P, r.RelayImage)
+	if err := r.createJob(ctx, rp, job); err != nil {
+		return ctrl.Result{}, err
+	}
+	markStarted(rp, st, job.Name)
+	return ctrl.Result{RequeueAfter: replayPoll}, nil
+}
+
+// createJob applies the Job only if it does not exist yet. A Job's pod template is
+// immutable, and one that exists already is this replay's (created by a pass whose
+// status write was lost), so it is kept as it is rather than re-applied.
+func (r *DeadLetterReplayReconciler) createJob(ctx context.Context, rp *outboxv1.DeadLetterReplay, job *batchv1.Job) error {
+	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.createOnce(ctx, rp, job)
+}
+
+// observe mirrors the Job's progress and the worker's audit row. A deleted Job is
+// not recreated: the replay ran (part of) its course, which only the audit row knows.
+func (r *DeadLetterReplayReconciler) observe(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) (ctrl.Result, error) {
+	var job batchv1.Job
+	if err := r.Get(ctx, client.ObjectKey{Namespace: rp.Namespace, Name: st.JobName}, &job); err != nil {
+		if !apierrors.IsNotFound(err) {
+			return ctrl.Result{}, fmt.Errorf("get Job %s: %w", st.JobName, err)
+		}
+		markJobMissing(rp, st)
+		return ctrl.Result{}, nil
+	}
+	mirrorJob(rp, &job, st)
+	r.readAudit(ctx, rp, st)
+	if replayFinished(st) {
+		return ctrl.Result{}, nil
+	}
+	return ctrl.Result{RequeueAfter: replayPoll}, nil
+}
+
+// readAudit copies the worker's counts from the audit table, best effort: the
+// counts are informative, the Job decides the phase.
 func (r *DeadLetterReplayReconciler) readAudit(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) {
 	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
 	if err != nil {
 		return
 	}
-	db, err := r.Pools.Get(rp.Namespace+"/"+res.P.Name, res.DSN)
+	db, err := r.Pools.Get(poolKey(rp.Namespace, res.P.Name), res.DSN)
 	if err != nil {
 		return
 	}
@@ -144,15 +146,6 @@ func (r *DeadLetterReplayReconciler) readAudit(ctx context.Context, rp *outboxv1
 	st.Matched, st.Replayed, st.Succeeded, st.DeadAgain = a.Matched, a.Replayed, a.Succeeded, a.DeadAgain
 }
 
-func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
-	for _, c := range j.Status.Conditions {
-		if c.Type == t && c.Status == corev1.ConditionTrue {
-			return true
-		}
-	}
-	return false
-}
-
 // SetupWithManager registers the controller and the pipeline-name index.
 func (r *DeadLetterReplayReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Pools == nil {
@@ -161,7 +154,7 @@ func (r *DeadLetterReplayReconciler) SetupWithManager(ctx context.Context, mgr c
 	if err := indexPipelineRef(ctx, mgr, &outboxv1.DeadLetterReplay{}, func(o client.Object) string {
 		return o.(*outboxv1.DeadLetterReplay).Spec.PipelineRef.Name
 	}); err != nil {
-		return err
+		return fmt.Errorf("index DeadLetterReplays by pipeline: %w", err)
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.DeadLetterReplay{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

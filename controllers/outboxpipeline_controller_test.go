@@ -26,6 +26,7 @@ func expectOwnedBy(obj client.Object, owner client.Object) {
 	ExpectWithOffset(1, refs).To(HaveLen(1))
 	ExpectWithOffset(1, refs[0].UID).To(Equal(owner.GetUID()))
 	ExpectWithOffset(1, *refs[0].Controller).To(BeTrue())
+	ExpectWithOffset(1, refs[0].BlockOwnerDeletion).To(HaveValue(BeTrue()))
 }
 
 var _ = Describe("envtest smoke (issue 2)", func() {

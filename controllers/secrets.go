@@ -6,14 +6,22 @@ Licensed under the Apache License, Version 2.0.
 
 package controllers
 
-// Which Secret keys a pipeline references, and the fingerprint of their values that
-// rolls the workers when a credential changes.
+// The Secret keys a pipeline references: which they are, reading them (only from the
+// referencing object's own namespace, one by one, never from a cache), and the
+// fingerprint of their values that rolls the workers when a credential changes.
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
@@ -70,4 +78,63 @@ func SecretHash(v SecretValues) string {
 		h.Write(mac.Sum(nil))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:16]
+}
+
+// readSecretRefs fetches every referenced Secret key from the object's OWN namespace
+// with the uncached reader (no cluster-wide Secret informer). A missing or forbidden
+// Secret, or a missing or empty key, is a *refProblem; other API errors are errors.
+func readSecretRefs(ctx context.Context, reader client.Reader, namespace string, refs []NamedRef) (SecretValues, error) {
+	secrets := map[string]*corev1.Secret{}
+	values := SecretValues{Data: map[outboxv1.SecretKeyRef][]byte{}, UIDs: map[string]string{}}
+	for _, nr := range refs {
+		s, ok := secrets[nr.Ref.Name]
+		if !ok {
+			var err error
+			if s, err = getSecret(ctx, reader, namespace, nr); err != nil {
+				return values, err
+			}
+			secrets[nr.Ref.Name] = s
+			values.UIDs[nr.Ref.Name] = string(s.UID)
+		}
+		v, ok := s.Data[nr.Ref.Key]
+		if !ok || len(v) == 0 {
+			return values, missingKey(s, nr, ok)
+		}
+		values.Data[nr.Ref] = v
+	}
+	return values, nil
+}
+
+func getSecret(ctx context.Context, reader client.Reader, namespace string, nr NamedRef) (*corev1.Secret, error) {
+	s := &corev1.Secret{}
+	err := reader.Get(ctx, client.ObjectKey{Namespace: namespace, Name: nr.Ref.Name}, s)
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, &refProblem{outboxv1.ReasonSecretNotFound, fmt.Sprintf(
+			"Secret %q referenced by %s was not found in namespace %q; create it there (Secrets of other namespaces cannot be referenced)",
+			nr.Ref.Name, nr.Path, namespace)}
+	case apierrors.IsForbidden(err):
+		return nil, &refProblem{outboxv1.ReasonSecretForbidden, fmt.Sprintf(
+			"the operator may not read Secret %q referenced by %s in namespace %q; check the operator's RBAC",
+			nr.Ref.Name, nr.Path, namespace)}
+	case err != nil:
+		return nil, fmt.Errorf("get Secret %s/%s: %w", namespace, nr.Ref.Name, err)
+	}
+	return s, nil
+}
+
+// missingKey names the keys the Secret does have, which is usually the fix.
+func missingKey(s *corev1.Secret, nr NamedRef, present bool) *refProblem {
+	keys := make([]string, 0, len(s.Data))
+	for k := range s.Data {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	what := "has no key"
+	if present {
+		what = "has an empty key"
+	}
+	return &refProblem{outboxv1.ReasonSecretKeyNotFound, fmt.Sprintf(
+		"Secret %q %s %q (referenced by %s); keys present: [%s]",
+		nr.Ref.Name, what, nr.Ref.Key, nr.Path, strings.Join(keys, ", "))}
 }

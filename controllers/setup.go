@@ -6,16 +6,38 @@ Licensed under the Apache License, Version 2.0.
 
 package controllers
 
+// Wiring the reconcilers into a manager: what the manager may cache, and SetupAll.
+
 import (
 	"context"
 	"fmt"
 
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
+
+// CacheByObject limits the manager's informers for owned kinds to objects the operator
+// manages, so it never caches every Deployment, Service or Job of the cluster. Secrets
+// are never cached at all: they are read one by one with an uncached reader.
+func CacheByObject() map[client.Object]cache.ByObject {
+	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})}
+	return map[client.Object]cache.ByObject{
+		&appsv1.Deployment{}:            managed,
+		&corev1.Service{}:               managed,
+		&corev1.ServiceAccount{}:        managed,
+		&policyv1.PodDisruptionBudget{}: managed,
+		&batchv1.Job{}:                  managed,
+		&batchv1.CronJob{}:              managed,
+	}
+}
 
 // NeverCached lists kinds the manager's client must never serve from (or start) an
 // informer for: Secrets are read one at a time, in the referencing object's namespace.

@@ -16,7 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 )
 
-// Header names the relay sets on every message (design.md section 5).
+// Header names the relay sets on every message (docs/architecture.md, "Message contract").
 const (
 	HeaderEventID          = schema.HeaderEventID
 	HeaderEventType        = schema.HeaderEventType

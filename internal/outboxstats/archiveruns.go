@@ -25,20 +25,17 @@ type ArchiveRun struct {
 // <t>_archive_runs. found is false when the policy has no run yet, and also when the
 // runs table does not exist (a table migrated before it was added has no history,
 // which is not the policy's problem). One index probe on (policy, started_at DESC),
-// read-only, bounded by a statement timeout like Read.
+// read-only, bounded by Timeout like Read.
 func ReadLastArchiveRun(ctx context.Context, db *sql.DB, t pgident.Table, policy string) (r ArchiveRun, found bool, err error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	runs := t.WithSuffix(schema.ArchiveRunsSuffix)
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return r, false, classify(runs, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	if _, err := tx.ExecContext(ctx, `SET LOCAL statement_timeout = 3000`); err != nil {
+	if _, err := tx.ExecContext(ctx, setStatementTimeout); err != nil {
 		return r, false, classify(runs, err)
 	}
 	var errText sql.NullString

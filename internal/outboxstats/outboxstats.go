@@ -2,7 +2,8 @@
 // relay workers report about their brokers, for the operator's status: a handful of
 // cheap queries that only touch the partial indexes (non-terminal statuses, DEAD, SENT)
 // and the small workers table, inside a read-only transaction with a statement timeout,
-// so a slow or unreachable database costs one bounded wait and never more.
+// so a slow or unreachable database costs one bounded wait (Timeout) and never more.
+// The tables are described in docs/architecture.md ("Table contract").
 package outboxstats
 
 import (
@@ -12,18 +13,31 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/lib/pq"
-
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// DefaultTimeout bounds one Read when the caller's context has no earlier deadline.
-const DefaultTimeout = 3 * time.Second
+// Timeout bounds every read of this package (on the client, and on the server as the
+// transaction's statement_timeout), or the caller's deadline when that is earlier.
+// Why 3 s: the queries are index probes that answer in milliseconds on a healthy
+// database, so only a database that is down or overloaded ever reaches it; the
+// operator reads each pipeline once per statusInterval (at least 5 s, enforced by the
+// CRD) with several reconciles in parallel, so an unreachable database costs its own
+// pipeline one 3 s wait per pass, inside the interval, and never stalls the others.
+const Timeout = 3 * time.Second
+
+// setStatementTimeout makes the server give up at Timeout too, even if the client's
+// cancel request is lost.
+var setStatementTimeout = fmt.Sprintf(`SET LOCAL statement_timeout = %d`, Timeout.Milliseconds())
+
+// bounded limits ctx to Timeout.
+func bounded(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, Timeout)
+}
 
 // Stats is one snapshot of the table.
 type Stats struct {
@@ -47,19 +61,15 @@ var ErrTableMissing = errors.New("outbox table does not exist")
 // Read takes one snapshot of table t and of its workers' broker reports (Workers).
 // The error never contains a DSN.
 func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	var s Stats
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return s, classify(t, err)
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
-	// The server gives up too, even if the client's cancel request is lost.
-	if _, err := tx.ExecContext(ctx, `SET LOCAL statement_timeout = 3000`); err != nil {
+	if _, err := tx.ExecContext(ctx, setStatementTimeout); err != nil {
 		return s, classify(t, err)
 	}
 	q := t.Qualified()
@@ -71,16 +81,16 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
     count(*) FILTER (WHERE status = '`+schema.StatusRetry+`'),
     count(*) FILTER (WHERE status = '`+schema.StatusSending+`' AND lease_until < now()),
     min(created_at)
-FROM `+q+` WHERE status IN ('PENDING', 'SENDING', 'RETRY')`).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
+FROM `+q+` WHERE status IN `+schema.NonTerminalIn).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
 	if err != nil {
 		return s, classify(t, err)
 	}
 	// Partial index on (created_at) WHERE status = 'DEAD'.
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+q+` WHERE status = 'DEAD'`).Scan(&s.Dead); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+q+` WHERE status = '`+schema.StatusDead+`'`).Scan(&s.Dead); err != nil {
 		return s, classify(t, err)
 	}
 	// Partial index on (sent_at) WHERE status = 'SENT': one index probe.
-	if err := tx.QueryRowContext(ctx, `SELECT max(sent_at) FROM `+q+` WHERE status = 'SENT'`).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, `SELECT max(sent_at) FROM `+q+` WHERE status = '`+schema.StatusSent+`'`).Scan(&last); err != nil {
 		return s, classify(t, err)
 	}
 	if oldest.Valid {
@@ -105,11 +115,8 @@ type ReplayAudit struct {
 // ReadReplayAudit reads the audit row of replayID; found is false when the worker has
 // not written it yet.
 func ReadReplayAudit(ctx context.Context, db *sql.DB, t pgident.Table, replayID string) (a ReplayAudit, found bool, err error) {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
-		defer cancel()
-	}
+	ctx, cancel := bounded(ctx)
+	defer cancel()
 	err = db.QueryRowContext(ctx, `SELECT phase, matched, replayed, succeeded, dead_again FROM `+
 		t.WithSuffix(schema.ReplayAuditSuffix).Qualified()+` WHERE replay_id = $1`, replayID).
 		Scan(&a.Phase, &a.Matched, &a.Replayed, &a.Succeeded, &a.DeadAgain)
@@ -123,8 +130,7 @@ func ReadReplayAudit(ctx context.Context, db *sql.DB, t pgident.Table, replayID 
 }
 
 func classify(t pgident.Table, err error) error {
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "42P01" {
+	if pgerr.IsUndefinedTable(err) {
 		return fmt.Errorf("%w: %s (run `relayworker migrate` or set spec.source.migrate: true)", ErrTableMissing, t)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
@@ -199,14 +205,4 @@ func (p *Pools) Close() {
 func Hash(s string) string {
 	sum := sha256.Sum256([]byte(s))
 	return hex.EncodeToString(sum[:8])
-}
-
-// Redact removes secret from msg (e.g. a password a driver echoed back).
-func Redact(msg string, secrets ...string) string {
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			msg = strings.ReplaceAll(msg, s, "[redacted]")
-		}
-	}
-	return msg
 }

@@ -3,12 +3,10 @@ package outboxstats
 import (
 	"context"
 	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
-	"github.com/lib/pq"
-
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
@@ -51,8 +49,7 @@ func readWorkers(ctx context.Context, tx *sql.Tx, t pgident.Table) (Workers, err
     mode() WITHIN GROUP (ORDER BY broker_error_code) FILTER (WHERE NOT broker_up)
 FROM `+wt.Qualified()+` WHERE heartbeat_at > now() - make_interval(secs => $1)`,
 		WorkerStaleAfter.Seconds()).Scan(&w.Reporting, &w.BrokerDown, &since, &code)
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "42P01" {
+	if pgerr.IsUndefinedTable(err) {
 		return Workers{}, nil
 	}
 	if err != nil {

@@ -1,6 +1,6 @@
 package schema
 
-// Kafka header names the relay sets on every message (design.md section 5). The
+// Kafka header names the relay sets on every message (docs/architecture.md, "Message contract"). The
 // producer library refuses user headers with these names and the consumer library
 // reads them back.
 const (

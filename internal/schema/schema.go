@@ -1,4 +1,4 @@
-// Package schema owns the outbox table contract (design.md section 3): the idempotent
+// Package schema owns the outbox table contract (docs/architecture.md, "Table contract"): the idempotent
 // DDL behind `relayworker migrate`, the side tables, and a start-up check that tells a
 // user in one line what is missing. Both the relay worker and the operator's status
 // reader use it, so the column names live in one place.
@@ -188,7 +188,7 @@ $fn$`,
 	return stmts
 }
 
-// ConsumeTableDDL creates the consumers' dedup table (seed section 十四) in schemaName.
+// ConsumeTableDDL creates the consumers' dedup table (docs/architecture.md, "Consumers") in schemaName.
 // The primary key includes consumer_group: each consumer handles an event once, and
 // one group's record must not make another group skip it.
 func ConsumeTableDDL(schemaName string) string {

@@ -1,11 +1,11 @@
-// Package fault is the relay's fault-injection suite (design.md section 9): the real
-// relayworker binary as child processes, a private PostgreSQL and an in-process
-// Kafka-protocol broker (kfake). Each test breaks one part mid-stream - the database
-// server, a worker's lease (SIGSTOP), the broker - or points the relay at a hot
-// standby, and proves: every committed event reaches Kafka at least once, per-aggregate
-// order holds (first occurrences in version order; duplicates only repeat older
-// versions), duplicates are counted and small, nothing is left SENDING, and the
-// workers neither exit nor retry in a hot loop.
+// Package fault is the relay's fault-injection suite: the real relayworker binary as
+// child processes, a private PostgreSQL and an in-process Kafka-protocol broker
+// (kfake). Each test breaks one part mid-stream - the database server, a worker's
+// lease (SIGSTOP), the broker - or points the relay at a hot standby, and proves the
+// guarantees of docs/architecture.md ("State machine"): every committed event reaches
+// Kafka at least once, per-aggregate order holds (first occurrences in version order;
+// duplicates only repeat older versions), duplicates are counted and small, nothing is
+// left SENDING, and the workers neither exit nor retry in a hot loop.
 package fault
 
 import (

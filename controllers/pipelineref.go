@@ -6,6 +6,10 @@ Licensed under the Apache License, Version 2.0.
 
 package controllers
 
+// The reference of a DeadLetterReplay or RetentionPolicy to its OutboxPipeline:
+// resolving it (with the pipeline's Secrets), and the index and watch that wake the
+// referrers when the pipeline appears or changes.
+
 import (
 	"context"
 	"fmt"
@@ -27,10 +31,9 @@ const pipelineRefIndex = ".spec.pipelineRef.name"
 
 // resolvedPipeline is a referenced pipeline whose Secrets were found.
 type resolvedPipeline struct {
-	P      *outboxv1.OutboxPipeline // with defaults
-	Table  pgident.Table
-	DSN    string
-	Secret string // fingerprint of the referenced Secret keys
+	P     *outboxv1.OutboxPipeline // with defaults
+	Table pgident.Table
+	DSN   string
 }
 
 // resolvePipeline fetches the named pipeline in namespace and checks its Secrets. A
@@ -50,14 +53,14 @@ func resolvePipeline(ctx context.Context, c client.Client, reader client.Reader,
 	if err != nil {
 		return nil, &refProblem{outboxv1.ReasonInvalidSpec, fmt.Sprintf("OutboxPipeline %q: %v", name, err)}
 	}
-	values, problem, err := readSecretRefs(ctx, reader, namespace, SecretRefs(pd))
+	values, err := readSecretRefs(ctx, reader, namespace, SecretRefs(pd))
 	if err != nil {
+		if problem, err := asRefProblem(err); err == nil {
+			return nil, &refProblem{problem.Reason, fmt.Sprintf("OutboxPipeline %q: %s", name, problem.Message)}
+		}
 		return nil, err
 	}
-	if problem != nil {
-		return nil, &refProblem{problem.Reason, fmt.Sprintf("OutboxPipeline %q: %s", name, problem.Message)}
-	}
-	return &resolvedPipeline{P: pd, Table: table, DSN: string(values.Data[pd.Spec.Source.DSNSecretRef]), Secret: SecretHash(values)}, nil
+	return &resolvedPipeline{P: pd, Table: table, DSN: string(values.Data[pd.Spec.Source.DSNSecretRef])}, nil
 }
 
 // indexPipelineRef registers the field index for obj (a list of refs extractor).

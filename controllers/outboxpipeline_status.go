@@ -1,0 +1,162 @@
+/*
+Copyright 2026 The outbox-operator authors.
+
+Licensed under the Apache License, Version 2.0.
+*/
+
+package controllers
+
+// The OutboxPipeline's status: what the workers' Deployment and the outbox table say,
+// and the Ready, Degraded and Progressing conditions made from it. The broker
+// messages are in outboxpipeline_broker.go.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	logf "sigs.k8s.io/controller-runtime/pkg/log"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// heartbeat is how stale status.lastCheckTime may get when no count changes.
+const heartbeat = time.Minute
+
+// setNotReady reports a problem that stopped the pass before the children were applied.
+func setNotReady(st *outboxv1.OutboxPipelineStatus, gen int64, problem *refProblem) {
+	setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, problem.Reason, problem.Message)
+	setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, problem.Reason, problem.Message)
+	if meta.FindStatusCondition(st.Conditions, outboxv1.ConditionProgressing) == nil {
+		setCondition(&st.Conditions, gen, outboxv1.ConditionProgressing, metav1.ConditionFalse, problem.Reason, "waiting for the problem to be fixed")
+	}
+}
+
+// observeWorkers copies the workers' counts from the applied Deployment and sets
+// Progressing while the Deployment controller has not caught up with the template.
+func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outboxv1.OutboxPipelineStatus) {
+	st.DeploymentName = dep.Name
+	st.Replicas = *dep.Spec.Replicas
+	st.ReadyWorkers = dep.Status.ReadyReplicas
+	st.Workers = fmt.Sprintf("%d/%d", st.ReadyWorkers, st.Replicas)
+	rolling := dep.Status.ObservedGeneration < dep.Generation ||
+		dep.Status.UpdatedReplicas < st.Replicas || dep.Status.Replicas > dep.Status.UpdatedReplicas
+	if rolling {
+		setCondition(&st.Conditions, p.Generation, outboxv1.ConditionProgressing, metav1.ConditionTrue, outboxv1.ReasonRollingOut,
+			fmt.Sprintf("rolling out Deployment %s: %d of %d workers updated", dep.Name, dep.Status.UpdatedReplicas, st.Replicas))
+		return
+	}
+	setCondition(&st.Conditions, p.Generation, outboxv1.ConditionProgressing, metav1.ConditionFalse, outboxv1.ReasonRolloutComplete,
+		fmt.Sprintf("Deployment %s is up to date", dep.Name))
+}
+
+// readStats reads one snapshot of the outbox table, bounded by outboxstats.Timeout: an
+// unreachable database only degrades this pipeline. The *refProblem says why the
+// table could not be read.
+func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
+	dsn string) (outboxstats.Stats, *refProblem) {
+	ref := p.Spec.Source.DSNSecretRef
+	db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn)
+	if err != nil {
+		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
+	}
+	s, err := outboxstats.Read(ctx, db, table)
+	if err == nil {
+		return s, nil
+	}
+	msg := dbErrorText(err, dsn)
+	if errors.Is(err, outboxstats.ErrTableMissing) {
+		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonTableMissing, msg}
+	}
+	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
+	return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
+}
+
+// recordStats copies a snapshot into st. lastCheckTime moves only when a value changed
+// or the heartbeat is due, so a quiet pipeline is not rewritten on every pass.
+func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now time.Time) {
+	prev := *st
+	if st.LastCheckTime != nil && s.Dead > st.Dead {
+		st.DeadLastIncreaseTime = &metav1.Time{Time: now}
+	}
+	st.Pending, st.Sending, st.Retrying = s.Pending, s.Sending, s.Retrying
+	st.ExpiredLeases, st.Dead = s.ExpiredLeases, s.Dead
+	st.OldestPendingTime = timePtr(s.OldestPending)
+	st.LastPublishTime = timePtr(s.LastPublish)
+	st.BrokerUnavailableWorkers = s.Workers.BrokerDown
+	st.BrokerUnavailableSince = timePtr(s.Workers.BrokerDownSince)
+	changed := prev.Pending != st.Pending || prev.Sending != st.Sending || prev.Retrying != st.Retrying ||
+		prev.ExpiredLeases != st.ExpiredLeases || prev.Dead != st.Dead ||
+		prev.BrokerUnavailableWorkers != st.BrokerUnavailableWorkers ||
+		!equality.Semantic.DeepEqual(prev.OldestPendingTime, st.OldestPendingTime) ||
+		!equality.Semantic.DeepEqual(prev.LastPublishTime, st.LastPublishTime) ||
+		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
+	if changed || st.LastCheckTime == nil || now.Sub(st.LastCheckTime.Time) >= heartbeat {
+		st.LastCheckTime = &metav1.Time{Time: now}
+	}
+}
+
+// setReady: the database first (without it nothing else is known), then a pause,
+// then whether any worker is ready.
+func setReady(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, depName string) {
+	gen := p.Generation
+	switch {
+	case dbProblem != nil:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, dbProblem.Reason, dbProblem.Message)
+	case p.Spec.Paused:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonPaused,
+			"spec.paused is true: no workers run, events accumulate as PENDING")
+	case st.Replicas > 0 && st.ReadyWorkers == 0:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonWorkersNotReady,
+			fmt.Sprintf("0/%d relay workers ready%s; see `kubectl describe deployment %s` and the pods' logs",
+				st.Replicas, brokerHint(st.BrokerUnavailableWorkers), depName))
+	default:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonReady,
+			fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
+	}
+}
+
+// setDegraded picks the most explanatory problem: the database first (without it nothing
+// else can be read), then a broker outage reported by the workers (brokerMsg, "" when
+// none; it explains delayed events), then delays and dead events.
+func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, brokerMsg string, now time.Time) {
+	gen := p.Generation
+	m := p.Spec.Monitoring
+	switch {
+	case dbProblem != nil:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbProblem.Reason, dbProblem.Message)
+	case brokerMsg != "":
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
+	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
+		age := now.Sub(st.OldestPendingTime.Time).Truncate(time.Second)
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonEventsDelayed, fmt.Sprintf(
+			"the oldest unpublished event is %s old (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
+			age, m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
+	case st.DeadLastIncreaseTime != nil && now.Sub(st.DeadLastIncreaseTime.Time) < m.DeadGrowthWindow.Duration:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonDeadEventsIncreasing, fmt.Sprintf(
+			"%d DEAD events, more than before (last increase %s); inspect last_error_code, fix the cause, then replay them with a DeadLetterReplay",
+			st.Dead, st.DeadLastIncreaseTime.UTC().Format(time.RFC3339)))
+	default:
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonHealthy,
+			fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", st.Pending, st.Retrying, st.Dead))
+	}
+}
+
+// timePtr is nil for the zero time.
+func timePtr(t time.Time) *metav1.Time {
+	if t.IsZero() {
+		return nil
+	}
+	// The API stores seconds; compare like with like so an unchanged value is unchanged.
+	mt := metav1.NewTime(t.Truncate(time.Second))
+	return &mt
+}
