@@ -5,12 +5,13 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// Outcome says what Handle did with a message. Every outcome is safe to ack.
+// Outcome says what happened to a message. Every outcome is safe to ack.
 type Outcome int
 
 const (
@@ -20,6 +21,12 @@ const (
 	Duplicate
 	// Stale: a newer version of the aggregate was already applied; nothing ran.
 	Stale
+	// Gap: applied, but the aggregate's version skipped ahead of last applied + 1: the
+	// versions in between have not been seen (yet) by this consumer group.
+	Gap
+	// Parked: the message could not be handled; it is in the parking table with its
+	// reason, and later messages flow.
+	Parked
 )
 
 func (o Outcome) String() string {
@@ -30,6 +37,10 @@ func (o Outcome) String() string {
 		return "duplicate"
 	case Stale:
 		return "stale"
+	case Gap:
+		return "gap"
+	case Parked:
+		return "parked"
 	}
 	return "unknown"
 }
@@ -39,15 +50,23 @@ var ErrPayloadConflict = errors.New("inbox: same event id, different content")
 
 // HandlerFunc applies one event inside tx. Its return value is stored as result_ref
 // (e.g. the id of the row it created) so duplicates can report the first result.
+// Wrap a returned error with Retryable, Permanent or Waiting to choose what the
+// consumer does with it (an unwrapped error is Retryable).
 type HandlerFunc func(ctx context.Context, tx *sql.Tx, m Message) (resultRef string, err error)
 
-// Store keeps one consumer group's dedup rows (message_consume) and per-aggregate
-// last applied versions.
+// Store keeps one consumer group's dedup rows (message_consume), per-aggregate last
+// applied versions and parked messages.
 type Store struct {
 	db      *sql.DB
 	group   string
 	consume string // quoted schema.message_consume
 	version string // quoted schema.message_consume_version
+	parked  string // quoted schema.message_consume_parked
+	replays string // quoted schema.message_consume_replay
+
+	prepOnce sync.Once
+	stmts    prepared
+	prepErr  error
 }
 
 // VersionTable is the table of last applied aggregate versions per consumer group.
@@ -61,13 +80,16 @@ func New(db *sql.DB, schemaName, group string) (*Store, error) {
 	if err := pgident.Validate("schema", schemaName); err != nil {
 		return nil, fmt.Errorf("inbox: %w", err)
 	}
+	q := func(table string) string { return pgident.Quote(schemaName) + "." + pgident.Quote(table) }
 	return &Store{
-		db:      db,
-		group:   group,
-		consume: pgident.Quote(schemaName) + "." + pgident.Quote(schema.ConsumeTable),
-		version: pgident.Quote(schemaName) + "." + pgident.Quote(VersionTable),
+		db: db, group: group,
+		consume: q(schema.ConsumeTable), version: q(VersionTable),
+		parked: q(ParkedTable), replays: q(ReplayTable),
 	}, nil
 }
+
+// Group is the consumer group the Store records for.
+func (s *Store) Group() string { return s.group }
 
 // Migrate creates the consumer tables in schemaName (idempotent).
 func Migrate(ctx context.Context, db *sql.DB, schemaName string) error {
@@ -87,6 +109,7 @@ func Migrate(ctx context.Context, db *sql.DB, schemaName string) error {
     PRIMARY KEY (consumer_group, aggregate_type, aggregate_id)
 )`,
 	}
+	stmts = append(stmts, parkedDDL(s)...)
 	for _, stmt := range stmts {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("inbox migrate: %w", err)
@@ -104,75 +127,59 @@ func Migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 //  2. If the row existed: same content -> Duplicate; different -> ErrPayloadConflict.
 //  3. Advance the aggregate's last applied version only if this one is newer; an older
 //     or equal version is Stale and the business change is skipped.
-//  4. Run fn, mark the row SUCCESS, commit. Only then may the caller ack the message.
+//  4. Run fn, record its result, commit. Only then may the caller ack the message.
 //
-// An error from fn rolls everything back, so the redelivery starts clean.
+// Steps 1 to 3 are one statement (claimSQL). An error from fn rolls everything back,
+// so the redelivery starts clean. Handle does not retry or park: Consumer does.
 func (s *Store) Handle(ctx context.Context, m Message, fn HandlerFunc) (Outcome, error) {
+	return s.handle(ctx, m, fn, false)
+}
+
+// handle is Handle; with waitGaps a version gap rolls back as a Waiting error instead
+// of being applied.
+func (s *Store) handle(ctx context.Context, m Message, fn HandlerFunc, waitGaps bool) (Outcome, error) {
 	if m.EventID == "" {
 		return 0, fmt.Errorf("%w: empty event id", ErrInvalidMessage)
 	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, fmt.Errorf("inbox: begin: %w", err)
+		return 0, storeErr("begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-
-	hash := m.RequestHash()
-	res, err := tx.ExecContext(ctx, `INSERT INTO `+s.consume+
-		` (consumer_group, event_id, event_type, request_hash, status) VALUES ($1, $2, $3, $4, 'PROCESSING')
-		 ON CONFLICT (consumer_group, event_id) DO NOTHING`, s.group, m.EventID, m.EventType, hash)
-	if err != nil {
-		return 0, fmt.Errorf("inbox: claim event %s: %w", m.EventID, err)
-	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		var prevHash string
-		if err := tx.QueryRowContext(ctx, `SELECT request_hash FROM `+s.consume+
-			` WHERE consumer_group = $1 AND event_id = $2`, s.group, m.EventID).Scan(&prevHash); err != nil {
-			return 0, fmt.Errorf("inbox: read event %s: %w", m.EventID, err)
-		}
-		if prevHash != hash {
-			return 0, fmt.Errorf("%w: event %s", ErrPayloadConflict, m.EventID)
-		}
-		return Duplicate, nil
-	}
-
-	status, outcome := "SUCCESS", Applied
-	fresh, err := s.advanceVersion(ctx, tx, m)
+	c, err := s.claimOne(ctx, tx, m)
 	if err != nil {
 		return 0, err
 	}
+	switch {
+	case c.outcome == Duplicate:
+		return c.outcome, nil
+	case c.outcome == Gap && waitGaps:
+		return 0, Waiting(fmt.Errorf("%w: event %s is version %d of %s/%s, last applied %d",
+			errVersionGap, m.EventID, m.AggregateVersion, m.AggregateType, m.AggregateID, c.prevVersion))
+	}
 	ref := ""
-	if fresh {
-		if ref, err = fn(ctx, tx, m); err != nil {
+	if c.outcome != Stale {
+		if ref, err = callHandler(ctx, tx, m, fn); err != nil {
 			return 0, fmt.Errorf("inbox: handle event %s: %w", m.EventID, err)
 		}
-	} else {
-		status, outcome = "STALE", Stale
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+s.consume+` SET status = $3, result_ref = NULLIF($4, ''), updated_at = now()
-		WHERE consumer_group = $1 AND event_id = $2`, s.group, m.EventID, status, ref); err != nil {
-		return 0, fmt.Errorf("inbox: mark event %s: %w", m.EventID, err)
+	if err := s.finish(ctx, tx, []finishRow{{m.EventID, c.outcome == Stale, ref}}); err != nil {
+		return 0, err
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, fmt.Errorf("inbox: commit event %s: %w", m.EventID, err)
+		return 0, storeErr("commit event %s: %w", m.EventID, err)
 	}
-	return outcome, nil
+	return c.outcome, nil
 }
 
-// advanceVersion reports whether m is newer than the aggregate's last applied version
-// (and records it). Messages without an aggregate id are not version-guarded.
-func (s *Store) advanceVersion(ctx context.Context, tx *sql.Tx, m Message) (bool, error) {
-	if m.AggregateID == "" {
-		return true, nil
-	}
-	res, err := tx.ExecContext(ctx, `INSERT INTO `+s.version+` AS v (consumer_group, aggregate_type, aggregate_id, last_version)
-		VALUES ($1, $2, $3, $4)
-		ON CONFLICT (consumer_group, aggregate_type, aggregate_id)
-		DO UPDATE SET last_version = EXCLUDED.last_version, updated_at = now()
-		WHERE v.last_version < EXCLUDED.last_version`, s.group, m.AggregateType, m.AggregateID, m.AggregateVersion)
-	if err != nil {
-		return false, fmt.Errorf("inbox: version guard for event %s: %w", m.EventID, err)
-	}
-	n, _ := res.RowsAffected()
-	return n == 1, nil
+// callHandler runs fn and turns a panic into a permanent error: a handler that
+// panics on a message will panic on it again, and the process must not die for it.
+// The panic value is not kept: it may quote the payload.
+func callHandler(ctx context.Context, tx *sql.Tx, m Message, fn HandlerFunc) (ref string, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			ref, err = "", fmt.Errorf("%w (%T)", errPanic, p)
+		}
+	}()
+	return fn(ctx, tx, m)
 }

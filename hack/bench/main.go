@@ -22,11 +22,14 @@ var (
 	rates    = flag.String("rates", "1000,5000", "producer rates of the latency runs (events/s)")
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
-	runsFlag = flag.String("runs", "limits,drain,latency", "which runs: limits (statements alone, broker alone), drain, latency")
+	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
 	peers    = flag.String("peers", "relay,watermill", "peers: relay, watermill")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose  = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
+
+	consumerEvents = flag.Int("consumer-events", 20000, "messages per consumer run")
+	consumerBatch  = flag.Int("consumer-batch", 500, "messages per transaction in the batched consumer run")
 )
 
 // drainFlags are the relay settings of the drain run (issue 7's workload).
@@ -57,11 +60,13 @@ func benchmark() error {
 		return fmt.Errorf("-history %d: want 0 or more", *history)
 	case *workers < 1:
 		return fmt.Errorf("-workers %d: want at least 1", *workers)
+	case *consumerEvents < 1 || *consumerBatch < 1 || *consumerBatch > 10000:
+		return fmt.Errorf("-consumer-events %d / -consumer-batch %d: want at least 1 event and a batch in [1, 10000]", *consumerEvents, *consumerBatch)
 	case *duration <= 0 || *warmup < 0:
 		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
 	}
 	for _, list := range []struct{ flag, value, known string }{
-		{"-runs", *runsFlag, "limits,drain,latency"}, {"-peers", *peers, "relay,watermill"},
+		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,watermill"},
 	} {
 		for _, v := range strings.Split(list.value, ",") {
 			if !has(list.known, v) {
@@ -99,6 +104,11 @@ func benchmark() error {
 	}
 	if has(*runsFlag, "latency") {
 		if err := latencies(s, withPeer); err != nil {
+			return err
+		}
+	}
+	if has(*runsFlag, "consumers") {
+		if err := consumers(s); err != nil {
 			return err
 		}
 	}

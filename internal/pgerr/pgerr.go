@@ -3,7 +3,12 @@
 package pgerr
 
 import (
+	"database/sql/driver"
 	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
 
 	"github.com/lib/pq"
 )
@@ -21,4 +26,23 @@ func IsUndefinedTable(err error) bool {
 func Is(err error, code string) bool {
 	var pqErr *pq.Error
 	return errors.As(err, &pqErr) && string(pqErr.Code) == code
+}
+
+// IsConnection reports whether err says the connection to the database failed or
+// the server is going away (as opposed to a statement the server rejected): a broken
+// or refused connection, SQLSTATE class 08 (connection exception), or 57P01-57P03
+// (admin/crash shutdown, cannot connect now). Callers retry these without charging
+// the work they were doing: it is no fault of the work.
+func IsConnection(err error) bool {
+	if err == nil {
+		return false
+	}
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) {
+		c := string(pqErr.Code)
+		return strings.HasPrefix(c, "08") || c == "57P01" || c == "57P02" || c == "57P03"
+	}
+	var netErr net.Error
+	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &netErr)
 }

@@ -1,8 +1,12 @@
 package pgerr
 
 import (
+	"database/sql/driver"
 	"errors"
 	"fmt"
+	"io"
+	"net"
+	"syscall"
 	"testing"
 
 	"github.com/lib/pq"
@@ -18,5 +22,21 @@ func TestIsUndefinedTable(t *testing.T) {
 	}
 	if IsUndefinedTable(errors.New("42P01")) || IsUndefinedTable(nil) {
 		t.Error("a non-PostgreSQL error taken for undefined_table")
+	}
+}
+
+func TestIsConnection(t *testing.T) {
+	for _, err := range []error{
+		&pq.Error{Code: "08006"}, &pq.Error{Code: "57P01"}, fmt.Errorf("exec: %w", driver.ErrBadConn),
+		io.ErrUnexpectedEOF, &net.OpError{Op: "dial", Err: syscall.ECONNREFUSED},
+	} {
+		if !IsConnection(err) {
+			t.Errorf("IsConnection(%v) = false", err)
+		}
+	}
+	for _, err := range []error{nil, &pq.Error{Code: "23505"}, &pq.Error{Code: "40001"}, errors.New("handler said no")} {
+		if IsConnection(err) {
+			t.Errorf("IsConnection(%v) = true", err)
+		}
 	}
 }

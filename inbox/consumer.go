@@ -1,0 +1,139 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/backoff"
+)
+
+// Fetcher is the part of *kafka.Reader that a Consumer uses.
+type Fetcher interface {
+	FetchMessage(ctx context.Context) (kafka.Message, error)
+	CommitMessages(ctx context.Context, msgs ...kafka.Message) error
+}
+
+// Consumer reads messages with FetchMessage, handles each with its HandlerFunc in a
+// local transaction with the dedup row, and commits the offsets only after that
+// transaction committed. It never stops on one bad message: a failing one is retried
+// in place by its error class and then parked (ParkedTable), and later messages flow.
+type Consumer struct {
+	s     *Store
+	fn    HandlerFunc
+	o     Options
+	retry backoff.Policy
+	wait  backoff.Policy
+
+	mu     sync.Mutex
+	held   map[aggKey]bool // aggregates with a parked message (HoldAggregateOnPark)
+	heldAt time.Time
+	lag    map[topicPartition]int64
+}
+
+type topicPartition struct {
+	topic     string
+	partition int
+}
+
+// NewConsumer checks o and returns a Consumer for s's consumer group.
+func NewConsumer(s *Store, fn HandlerFunc, o Options) (*Consumer, error) {
+	if s == nil || fn == nil {
+		return nil, errors.New("inbox: NewConsumer needs a Store and a HandlerFunc")
+	}
+	o, err := o.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Consumer{
+		s: s, fn: fn, o: o,
+		retry: backoff.Policy{Min: o.Backoff, Max: o.MaxBackoff},
+		wait:  backoff.Policy{Min: o.WaitBackoff, Max: 4 * o.MaxBackoff},
+		lag:   map[topicPartition]int64{},
+	}, nil
+}
+
+// Consume is NewConsumer(s, fn, Options{Observe: observe}).Run(ctx, r): one message
+// per transaction, default retries and parking.
+func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe func(Message, Outcome)) error {
+	c, err := NewConsumer(s, fn, Options{Observe: observe})
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx, r)
+}
+
+// Run consumes until ctx ends (it then returns ctx.Err()), the reader fails, or an
+// offset commit fails. A database that is down is waited for, with backoff, not
+// reported as an error: the message is no less valid for it.
+//
+// Each partition has a lane of its own: its messages are handled in offset order,
+// one transaction (or batch) at a time, while other partitions' lanes run beside it.
+// Durable commits cost a WAL flush each; lanes let PostgreSQL flush several at once.
+//
+// Messages fetched and not yet committed when Run returns are kept with r: the next
+// Run (or Consume) on the same reader handles them first. kafka-go has already moved
+// past them, so without that a second call would skip them silently.
+func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
+	if c.o.HoldAggregateOnPark {
+		if err := c.loadHeld(ctx); err != nil {
+			return err
+		}
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	d := &dispatcher{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
+	err := d.run(takeUncommitted(r))
+	keepUncommitted(r, d.stop())
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause // a lane's offset commit failed
+	}
+	return err
+}
+
+// commitTimeout bounds the offset commit of a batch that was handled when ctx ended:
+// committing it spares the next member of the group a round of duplicates.
+const commitTimeout = 5 * time.Second
+
+func commit(ctx context.Context, r Fetcher, batch []kafka.Message) error {
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	return r.CommitMessages(cctx, batch...)
+}
+
+func fetchErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	return fmt.Errorf("inbox: fetch: %w", err)
+}
+
+// progress updates the lag and age gauges from a committed batch.
+func (c *Consumer) progress(batch []kafka.Message) {
+	if c.o.Metrics == nil {
+		return
+	}
+	oldest := map[string]time.Time{}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, km := range batch {
+		c.lag[topicPartition{km.Topic, km.Partition}] = max(km.HighWaterMark-km.Offset-1, 0)
+		if t, ok := oldest[km.Topic]; !ok || km.Time.Before(t) {
+			oldest[km.Topic] = km.Time
+		}
+	}
+	now := time.Now()
+	for topic, t := range oldest {
+		var lag int64
+		for tp, l := range c.lag {
+			if tp.topic == topic {
+				lag += l
+			}
+		}
+		c.o.Metrics.progress(c.s.group, topic, lag, t, now)
+	}
+}

@@ -1,0 +1,98 @@
+package inbox
+
+import (
+	"context"
+	"strconv"
+	"time"
+
+	"github.com/segmentio/kafka-go"
+)
+
+// park records in as parked (retrying a consumer database that is down until ctx
+// ends), then counts, logs and optionally dead-letters it. Only after park returned
+// nil may the message's offset be committed.
+func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts int) error {
+	code := parkCode(cause)
+	row := parkedRow{km: in.km, m: in.m, code: code, err: cause, attempts: attempts}
+	for n := 1; ; n++ {
+		err := c.s.park(ctx, row)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		c.logFault(err, in, n)
+		if err := sleep(ctx, c.retry.Delay(n)); err != nil {
+			return err
+		}
+	}
+	c.o.Metrics.parked(c.s.group, in.km.Topic, in.m, code)
+	c.o.Log.Info("message parked", "consumerGroup", c.s.group, "eventId", in.m.EventID, "code", code,
+		"topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset, "attempt", attempts,
+		"error", cause.Error())
+	if c.o.HoldAggregateOnPark && in.m.AggregateID != "" {
+		c.mu.Lock()
+		c.held[aggKey{in.m.AggregateType, in.m.AggregateID}] = true
+		c.mu.Unlock()
+	}
+	c.deadLetter(ctx, in, code)
+	if c.o.Observe != nil {
+		c.o.Observe(in.m, Parked)
+	}
+	return nil
+}
+
+// deadLetter copies a parked message to the dead-letter topic, best effort: the
+// parked row is the record, and a dead-letter topic that is down must not stop the
+// partition.
+func (c *Consumer) deadLetter(ctx context.Context, in incoming, code string) {
+	if c.o.DeadLetter == nil {
+		return
+	}
+	hs := append([]kafka.Header(nil), in.km.Headers...)
+	hs = append(hs,
+		kafka.Header{Key: "dlq_error_code", Value: []byte(code)},
+		kafka.Header{Key: "dlq_source", Value: []byte(in.km.Topic + "/" + strconv.Itoa(in.km.Partition) + "/" + strconv.FormatInt(in.km.Offset, 10))},
+		kafka.Header{Key: "dlq_consumer_group", Value: []byte(c.s.group)})
+	err := c.o.DeadLetter.WriteMessages(ctx, kafka.Message{Topic: c.o.DeadLetterTopic, Key: in.km.Key, Value: in.km.Value, Headers: hs})
+	if err != nil {
+		c.o.Log.Error(err, "could not copy a parked message to the dead-letter topic; it stays parked",
+			"consumerGroup", c.s.group, "eventId", in.m.EventID, "topic", c.o.DeadLetterTopic)
+	}
+}
+
+// loadHeld reads the aggregates that already have a parked message.
+func (c *Consumer) loadHeld(ctx context.Context) error {
+	held, err := c.s.openAggregates(ctx)
+	if err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.held, c.heldAt = held, time.Now()
+	c.mu.Unlock()
+	return nil
+}
+
+// heldRefresh is how often a holding consumer rereads the parked aggregates, so a
+// Replay run elsewhere releases an aggregate within this long.
+const heldRefresh = 10 * time.Second
+
+func (c *Consumer) refreshHeld(ctx context.Context) {
+	if !c.o.HoldAggregateOnPark || time.Since(c.heldAt) < heldRefresh {
+		return
+	}
+	if err := c.loadHeld(ctx); err != nil {
+		c.o.Log.Error(err, "could not reread parked aggregates; keeping the last list", "consumerGroup", c.s.group)
+	}
+}
+
+// isHeld reports whether m's aggregate has a parked predecessor (HoldAggregateOnPark).
+func (c *Consumer) isHeld(m Message) bool {
+	if !c.o.HoldAggregateOnPark || m.AggregateID == "" {
+		return false
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.held[aggKey{m.AggregateType, m.AggregateID}]
+}

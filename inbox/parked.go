@@ -1,0 +1,155 @@
+package inbox
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+
+	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/redact"
+)
+
+// ParkedTable holds the messages a consumer group could not handle: one row per Kafka
+// message (consumer group, topic, partition, offset), with everything needed to
+// handle it again later (key, headers, payload) and why it was parked. A parked
+// message's offset is committed, so later messages flow; the row is its place.
+const ParkedTable = "message_consume_parked"
+
+// ReplayTable records every Replay of parked messages: who, why, what was selected
+// and what came of it.
+const ReplayTable = "message_consume_replay"
+
+// Parked-row statuses.
+const (
+	ParkedOpen     = "PARKED"   // waiting for a fix and a replay
+	ParkedReplayed = "REPLAYED" // handled again by Replay (applied, duplicate or stale)
+)
+
+// maxErrorMessage bounds parked.error_message; the full error is in the consumer log.
+const maxErrorMessage = 1000
+
+func parkedDDL(schemaQ string) []string {
+	p := schemaQ + "." + pgident.Quote(ParkedTable)
+	return []string{
+		`CREATE TABLE IF NOT EXISTS ` + p + ` (
+    consumer_group    text        NOT NULL,
+    topic             text        NOT NULL,
+    kafka_partition   int         NOT NULL,
+    kafka_offset      bigint      NOT NULL,
+    event_id          text        NOT NULL DEFAULT '',
+    event_type        text        NOT NULL DEFAULT '',
+    aggregate_type    text        NOT NULL DEFAULT '',
+    aggregate_id      text        NOT NULL DEFAULT '',
+    aggregate_version bigint      NOT NULL DEFAULT 0,
+    message_key       bytea       NULL,
+    headers           jsonb       NOT NULL DEFAULT '{}',
+    payload           bytea       NULL,
+    error_code        text        NOT NULL,
+    error_message     text        NOT NULL,
+    attempts          int         NOT NULL,
+    status            text        NOT NULL DEFAULT 'PARKED' CHECK (status IN ('PARKED', 'REPLAYED')),
+    first_seen_at     timestamptz NOT NULL DEFAULT now(),
+    last_seen_at      timestamptz NOT NULL DEFAULT now(),
+    resolved_at       timestamptz NULL,
+    PRIMARY KEY (consumer_group, topic, kafka_partition, kafka_offset)
+)`,
+		`CREATE INDEX IF NOT EXISTS ` + pgident.Quote(ParkedTable+"_event_idx") + ` ON ` + p + ` (consumer_group, event_id)`,
+		`CREATE INDEX IF NOT EXISTS ` + pgident.Quote(ParkedTable+"_open_idx") + ` ON ` + p +
+			` (consumer_group, aggregate_type, aggregate_id) WHERE status = 'PARKED'`,
+		`CREATE TABLE IF NOT EXISTS ` + schemaQ + `.` + pgident.Quote(ReplayTable) + ` (
+    replay_id      bigserial   PRIMARY KEY,
+    consumer_group text        NOT NULL,
+    requested_by   text        NOT NULL,
+    reason         text        NOT NULL,
+    selector       jsonb       NOT NULL,
+    started_at     timestamptz NOT NULL DEFAULT now(),
+    finished_at    timestamptz NULL,
+    selected       int         NOT NULL DEFAULT 0,
+    applied        int         NOT NULL DEFAULT 0,
+    duplicates     int         NOT NULL DEFAULT 0,
+    failed         int         NOT NULL DEFAULT 0
+)`,
+	}
+}
+
+// parkedRow is one message on its way into the parking table.
+type parkedRow struct {
+	km       kafka.Message
+	m        Message // zero when the message could not be read (invalid headers)
+	code     string
+	err      error
+	attempts int
+}
+
+// park inserts (or, for a redelivery of a message parked before its offset commit,
+// refreshes) the parked row in its own transaction. The caller commits the offset
+// only after park returned nil.
+func (s *Store) park(ctx context.Context, p parkedRow) error {
+	headers := map[string]string{}
+	for _, h := range p.km.Headers {
+		headers[h.Key] = string(h.Value)
+	}
+	hj, err := json.Marshal(headers)
+	if err != nil {
+		return fmt.Errorf("inbox: encode headers of offset %d: %w", p.km.Offset, err)
+	}
+	msg := redact.Truncate(p.err.Error(), maxErrorMessage)
+	_, err = s.db.ExecContext(ctx, `INSERT INTO `+s.parked+` AS p
+    (consumer_group, topic, kafka_partition, kafka_offset, event_id, event_type, aggregate_type, aggregate_id,
+     aggregate_version, message_key, headers, payload, error_code, error_message, attempts)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+ON CONFLICT (consumer_group, topic, kafka_partition, kafka_offset) DO UPDATE
+SET error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message,
+    attempts = p.attempts + EXCLUDED.attempts, last_seen_at = now()`,
+		s.group, p.km.Topic, p.km.Partition, p.km.Offset, p.m.EventID, p.m.EventType, p.m.AggregateType,
+		p.m.AggregateID, p.m.AggregateVersion, nullBytes(p.km.Key), hj, nullBytes(p.km.Value), p.code, msg, p.attempts)
+	if err != nil {
+		return storeErr("park offset %s/%d/%d: %w", p.km.Topic, p.km.Partition, p.km.Offset, err)
+	}
+	return nil
+}
+
+// openAggregates lists the aggregates with a PARKED message in this consumer group:
+// with Options.HoldAggregateOnPark their later versions are parked behind it.
+func (s *Store) openAggregates(ctx context.Context) (map[aggKey]bool, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT DISTINCT aggregate_type, aggregate_id FROM `+s.parked+
+		` WHERE consumer_group = $1 AND status = 'PARKED' AND aggregate_id <> ''`, s.group)
+	if err != nil {
+		return nil, storeErr("read parked aggregates: %w", err)
+	}
+	defer rows.Close()
+	held := map[aggKey]bool{}
+	for rows.Next() {
+		var k aggKey
+		if err := rows.Scan(&k.typ, &k.id); err != nil {
+			return nil, storeErr("read parked aggregates: %w", err)
+		}
+		held[k] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, storeErr("read parked aggregates: %w", err)
+	}
+	return held, nil
+}
+
+// ParkedCount returns how many messages of this consumer group are parked (status
+// PARKED), for dashboards and tests.
+func (s *Store) ParkedCount(ctx context.Context) (int, error) {
+	var n int
+	err := s.db.QueryRowContext(ctx, `SELECT count(*) FROM `+s.parked+
+		` WHERE consumer_group = $1 AND status = 'PARKED'`, s.group).Scan(&n)
+	if err != nil {
+		return 0, fmt.Errorf("inbox: count parked: %w", err)
+	}
+	return n, nil
+}
+
+func nullBytes(b []byte) any {
+	if b == nil {
+		return sql.Null[[]byte]{}
+	}
+	return b
+}
