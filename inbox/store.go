@@ -138,6 +138,12 @@ func (s *Store) Handle(ctx context.Context, m Message, fn HandlerFunc) (Outcome,
 // handle is Handle; with waitGaps a version gap rolls back as a Waiting error instead
 // of being applied.
 func (s *Store) handle(ctx context.Context, m Message, fn HandlerFunc, waitGaps bool) (Outcome, error) {
+	return s.handleThen(ctx, m, fn, waitGaps, nil)
+}
+
+// handleThen is handle with then (if not nil) run in the same transaction before the
+// commit, whatever the outcome (a replay marks its parked row there).
+func (s *Store) handleThen(ctx context.Context, m Message, fn HandlerFunc, waitGaps bool, then func(*sql.Tx) error) (Outcome, error) {
 	if m.EventID == "" {
 		return 0, fmt.Errorf("%w: empty event id", ErrInvalidMessage)
 	}
@@ -152,6 +158,9 @@ func (s *Store) handle(ctx context.Context, m Message, fn HandlerFunc, waitGaps 
 	}
 	switch {
 	case c.outcome == Duplicate:
+		if err := s.commitThen(tx, then, m); err != nil {
+			return 0, err
+		}
 		return c.outcome, nil
 	case c.outcome == Gap && waitGaps:
 		return 0, Waiting(fmt.Errorf("%w: event %s is version %d of %s/%s, last applied %d",
@@ -166,10 +175,22 @@ func (s *Store) handle(ctx context.Context, m Message, fn HandlerFunc, waitGaps 
 	if err := s.finish(ctx, tx, []finishRow{{m.EventID, c.outcome == Stale, ref}}); err != nil {
 		return 0, err
 	}
-	if err := tx.Commit(); err != nil {
-		return 0, storeErr("commit event %s: %w", m.EventID, err)
+	if err := s.commitThen(tx, then, m); err != nil {
+		return 0, err
 	}
 	return c.outcome, nil
+}
+
+func (s *Store) commitThen(tx *sql.Tx, then func(*sql.Tx) error, m Message) error {
+	if then != nil {
+		if err := then(tx); err != nil {
+			return err
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return storeErr("commit event %s: %w", m.EventID, err)
+	}
+	return nil
 }
 
 // callHandler runs fn and turns a panic into a permanent error: a handler that

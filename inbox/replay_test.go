@@ -1,0 +1,99 @@
+package inbox_test
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"sync/atomic"
+	"testing"
+
+	"github.com/outbox-operator/outbox-operator/inbox"
+)
+
+// TestReplayAppliesParkedMessagesOnce: two events are parked while their handler is
+// broken; after the fix, a replay by error code applies each once, marks both rows
+// REPLAYED in the same transaction and records who and why. A second replay finds
+// nothing, and a replay of an event that had its effect meanwhile only marks it.
+func TestReplayAppliesParkedMessagesOnce(t *testing.T) {
+	db, s := setup(t)
+	b := topicWith(t, 1, event{"p1", "u1", 1, `{}`}.kafka(""), event{"p2", "u2", 1, `{}`}.kafka(""), event{"ok", "u3", 1, `{}`}.kafka(""))
+	var broken atomic.Bool
+	broken.Store(true)
+	var calls atomic.Int32
+	fn := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
+		if broken.Load() && m.EventID != "ok" {
+			return "", inbox.Permanent(errors.New("schema v2 not supported yet"))
+		}
+		return addPoints(&calls)(ctx, tx, m)
+	}
+	tl := newTally(3)
+	c, err := inbox.NewConsumer(s, fn, fastOptions(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	runUntil(t, c, r, tl)
+	if got := parkedRows(t, db, "points"); len(got) != 2 {
+		t.Fatalf("parked %v, want p1 and p2", got)
+	}
+	broken.Store(false) // the fix is deployed
+	ctx := context.Background()
+	if _, err := c.Replay(ctx, inbox.ReplaySelector{}, inbox.ReplayOptions{RequestedBy: "ops", Reason: "fix"}); err == nil {
+		t.Fatal("a replay without a selector was accepted")
+	}
+	// p2's effect arrives by another road first (say a redelivery handled elsewhere).
+	if _, err := s.Handle(ctx, inbox.Message{EventID: "p2", EventType: "PaymentSucceeded", EventVersion: 1,
+		AggregateType: "User", AggregateID: "u2", AggregateVersion: 1, Payload: []byte(`{}`)}, addPoints(&calls)); err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Replay(ctx, inbox.ReplaySelector{ErrorCode: inbox.CodePermanent}, inbox.ReplayOptions{RequestedBy: "ops@example", Reason: "handler fixed in v1.4", Rate: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Selected != 2 || res.Applied != 1 || res.Duplicates != 1 || res.Failed != 0 {
+		t.Fatalf("replay result %+v, want 2 selected, 1 applied, 1 duplicate", res)
+	}
+	if got := parkedRows(t, db, "points"); len(got) != 0 {
+		t.Fatalf("still parked after replay: %v", got)
+	}
+	if total(t, db, "u1") != 10 || total(t, db, "u2") != 10 || calls.Load() != 3 {
+		t.Fatalf("totals u1 %d u2 %d, calls %d: want each effect once", total(t, db, "u1"), total(t, db, "u2"), calls.Load())
+	}
+	var by, reason string
+	var applied, dups int
+	if err := db.QueryRow(`SELECT requested_by, reason, applied, duplicates FROM message_consume_replay WHERE replay_id = $1 AND finished_at IS NOT NULL`,
+		res.ReplayID).Scan(&by, &reason, &applied, &dups); err != nil || by != "ops@example" || applied != 1 || dups != 1 {
+		t.Fatalf("replay record: %q %q %d %d %v", by, reason, applied, dups, err)
+	}
+	again, err := c.Replay(ctx, inbox.ReplaySelector{ErrorCode: inbox.CodePermanent}, inbox.ReplayOptions{RequestedBy: "ops", Reason: "again"})
+	if err != nil || again.Selected != 0 {
+		t.Fatalf("second replay: %+v %v, want nothing selected", again, err)
+	}
+}
+
+// TestReplayThatFailsAgainStaysParked: the handler still fails; the row stays
+// PARKED with its attempts counted up.
+func TestReplayThatFailsAgainStaysParked(t *testing.T) {
+	db, s := setup(t)
+	b := topicWith(t, 1, event{"p1", "u1", 1, `{}`}.kafka(""))
+	fn := func(context.Context, *sql.Tx, inbox.Message) (string, error) {
+		return "", inbox.Permanent(errors.New("still broken"))
+	}
+	tl := newTally(1)
+	c, err := inbox.NewConsumer(s, fn, fastOptions(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	runUntil(t, c, r, tl)
+	res, err := c.Replay(context.Background(), inbox.ReplaySelector{EventIDs: []string{"p1"}}, inbox.ReplayOptions{RequestedBy: "ops", Reason: "try"})
+	if err != nil || res.Failed != 1 || res.Applied != 0 {
+		t.Fatalf("replay %+v %v, want 1 failed", res, err)
+	}
+	var attempts int
+	if err := db.QueryRow(`SELECT attempts FROM message_consume_parked WHERE event_id = 'p1' AND status = 'PARKED'`).Scan(&attempts); err != nil || attempts != 2 {
+		t.Fatalf("attempts %d (%v), want 2", attempts, err)
+	}
+}
