@@ -110,6 +110,7 @@ func Migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 )`,
 	}
 	stmts = append(stmts, parkedDDL(s)...)
+	stmts = append(stmts, commandDDL(s)...)
 	for _, stmt := range stmts {
 		if _, err := db.ExecContext(ctx, stmt); err != nil {
 			return fmt.Errorf("inbox migrate: %w", err)
