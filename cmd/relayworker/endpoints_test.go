@@ -201,8 +201,8 @@ func TestEndpointsOverHTTP(t *testing.T) {
 	expect("outbox_send_unknown_total", map[string]string{"destination": slowTopic}, 1, 1e9)
 	expect("outbox_lease_expired_total", nil, 1, 1)
 	expect("outbox_claim_latency_seconds_count", nil, 1, 1e12)
-	// Table health (design pitfall: dead tuples slow claims; the gauges are listed as
-	// required above): the table holds rows, so its size is positive.
+	// Table health (dead tuples slow claims; docs/worker-contract.md, "Endpoints",
+	// lists the gauges): the table holds rows, so its size is positive.
 	expect("outbox_table_size_bytes", nil, 1, 1e12)
 	for _, s := range ss {
 		for k, v := range s.Labels {

@@ -16,6 +16,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	outboxevent "github.com/outbox-operator/outbox-operator/relayworker/event" // the bench has its own event type
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
@@ -46,7 +47,7 @@ func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
 		return res, err
 	}
 	t, _ := pgident.NewTable("public", "outbox_event")
-	st, err := store.New(context.Background(), db, t)
+	st, err := store.New(context.Background(), db, store.Options{Table: t})
 	if err != nil {
 		return res, err
 	}
@@ -111,7 +112,7 @@ func (s *stack) brokerAlone(tag string, n, writers int) (limitResult, error) {
 	defer pub.Close()
 	msgs := make([]kafka.Message, n)
 	for i, e := range w.events {
-		r := store.Row{EventID: w.eventID(e.seq), AggregateType: w.aggType(e.agg), AggregateID: w.aggID(e.agg),
+		r := outboxevent.Row{EventID: w.eventID(e.seq), AggregateType: w.aggType(e.agg), AggregateID: w.aggID(e.agg),
 			AggregateVersion: e.version, EventType: w.eventType(e.agg), EventVersion: 1,
 			Destination: w.topic(e.agg), MessageKey: w.aggID(e.agg), Payload: []byte(w.payload(e))}
 		if h, ok := w.headers(e).(string); ok {

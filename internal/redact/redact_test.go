@@ -13,6 +13,10 @@ func TestDSN(t *testing.T) {
 		{"url escaped", "postgres://app:s3cret%2Fpw@db/x", "got s3cret/pw and s3cret%2Fpw"},
 		{"kv", "host=db password=s3cret-pw user=app", "bad option password=s3cret-pw"},
 		{"kv quoted", "host=db password='s3cret pw' user=app", "value 's3cret pw' rejected"},
+		// From the archive's run history, whose error text anyone reading the table sees.
+		{"url user:password echoed", "postgres://relay:s3cretpw@db:5432/app?sslmode=disable", "auth failed for relay:s3cretpw"},
+		{"kv quoted, echoed unquoted", "host=db user=relay password='s3cret pw' dbname=app", "bad password s3cret pw"},
+		{"whole kv DSN echoed", "host=db user=relay password=s3cretpw dbname=app", "dsn host=db user=relay password=s3cretpw dbname=app"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got := DSN(tc.msg, tc.dsn)

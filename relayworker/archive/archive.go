@@ -16,8 +16,22 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
+
+// Options configure one run (relayworker/cli maps the archive flags to them).
+type Options struct {
+	Table                pgident.Table
+	SentRetention        time.Duration
+	DeadRetention        time.Duration
+	ConsumerLogRetention time.Duration // 0: leave the consumer log alone
+	Mode                 string        // "archive" or "delete"
+	BatchSize            int
+	// Policy names the RetentionPolicy (<namespace>/<name>) in the run history, so the
+	// operator can find this policy's newest run; empty for manual runs.
+	Policy string
+	// DSN is only used to keep it (and its password) out of the recorded error text.
+	DSN string
+}
 
 // Result counts what a run did.
 type Result struct {
@@ -28,40 +42,40 @@ type Result struct {
 
 // Run archives until nothing old enough is left or ctx ends, then records the run
 // (counts so far and the error, if any) in <table>_archive_runs for the operator.
-func Run(ctx context.Context, db *sql.DB, cfg *config.Archive, log logr.Logger) (Result, error) {
+func Run(ctx context.Context, db *sql.DB, o Options, log logr.Logger) (Result, error) {
 	start := time.Now()
-	res, err := run(ctx, db, cfg)
-	recordRun(ctx, db, cfg, time.Since(start), res, err, log)
+	res, err := run(ctx, db, o)
+	recordRun(ctx, db, o, time.Since(start), res, err, log)
 	if err != nil {
 		return res, err
 	}
-	log.Info("archive finished", "table", cfg.T.String(), "mode", cfg.Mode,
+	log.Info("archive finished", "table", o.Table.String(), "mode", o.Mode,
 		"sent", res.SentMoved, "dead", res.DeadMoved, "consumerLog", res.ConsumerLogTrims)
 	return res, nil
 }
 
 // run does the work; on an error res holds what was already moved (and committed).
-func run(ctx context.Context, db *sql.DB, cfg *config.Archive) (Result, error) {
+func run(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 	var res Result
-	if err := schema.Verify(ctx, db, cfg.T); err != nil {
+	if err := schema.Verify(ctx, db, o.Table); err != nil {
 		return res, err
 	}
 	var err error
 	// SENT rows age from sent_at; DEAD rows from their last change (updated_at is
 	// never before created_at, so "at least this long after created_at" holds too).
 	if res.SentMoved, err = drain(ctx, func() (int64, error) {
-		return moveBatch(ctx, db, cfg, schema.StatusSent, "sent_at", cfg.SentRetention)
+		return moveBatch(ctx, db, o, schema.StatusSent, "sent_at", o.SentRetention)
 	}); err != nil {
 		return res, fmt.Errorf("archive SENT rows: %w", err)
 	}
 	if res.DeadMoved, err = drain(ctx, func() (int64, error) {
-		return moveBatch(ctx, db, cfg, schema.StatusDead, "updated_at", cfg.DeadRetention)
+		return moveBatch(ctx, db, o, schema.StatusDead, "updated_at", o.DeadRetention)
 	}); err != nil {
 		return res, fmt.Errorf("archive DEAD rows: %w", err)
 	}
-	if cfg.ConsumerLogRetention > 0 {
+	if o.ConsumerLogRetention > 0 {
 		if res.ConsumerLogTrims, err = drain(ctx, func() (int64, error) {
-			return trimConsumerLog(ctx, db, cfg)
+			return trimConsumerLog(ctx, db, o)
 		}); err != nil {
 			return res, fmt.Errorf("trim consumer log: %w", err)
 		}
@@ -87,22 +101,22 @@ func drain(ctx context.Context, batch func() (int64, error)) (int64, error) {
 // moveBatch removes up to BatchSize rows of one terminal status older than the
 // retention, copying them into <table>_archive first in archive mode. One statement,
 // one short transaction; SKIP LOCKED keeps it out of the relay's and a replay's way.
-func moveBatch(ctx context.Context, db *sql.DB, cfg *config.Archive, status, ageColumn string, retention time.Duration) (int64, error) {
-	t := cfg.T.Qualified()
+func moveBatch(ctx context.Context, db *sql.DB, o Options, status, ageColumn string, retention time.Duration) (int64, error) {
+	t := o.Table.Qualified()
 	victims := `SELECT event_id FROM ` + t + ` WHERE status = $1 AND ` + ageColumn +
 		` < now() - make_interval(secs => $2) ORDER BY ` + ageColumn + ` LIMIT $3 FOR UPDATE SKIP LOCKED`
 	var q string
-	if cfg.Mode == "delete" {
+	if o.Mode == "delete" {
 		q = `WITH v AS (` + victims + `)
 DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1`
 	} else {
 		cols := strings.Join(schema.Columns, ", ")
 		q = `WITH v AS (` + victims + `),
 moved AS (DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1 RETURNING o.*)
-INSERT INTO ` + cfg.T.WithSuffix(schema.ArchiveSuffix).Qualified() + ` (` + cols + `, archived_at)
+INSERT INTO ` + o.Table.WithSuffix(schema.ArchiveSuffix).Qualified() + ` (` + cols + `, archived_at)
 SELECT ` + cols + `, now() FROM moved`
 	}
-	r, err := db.ExecContext(ctx, q, status, retention.Seconds(), cfg.BatchSize)
+	r, err := db.ExecContext(ctx, q, status, retention.Seconds(), o.BatchSize)
 	if err != nil {
 		return 0, err
 	}
@@ -111,8 +125,8 @@ SELECT ` + cols + `, now() FROM moved`
 
 // trimConsumerLog deletes finished dedup rows past the consumers' dedup window.
 // PROCESSING rows belong to a consumer transaction in flight and stay.
-func trimConsumerLog(ctx context.Context, db *sql.DB, cfg *config.Archive) (int64, error) {
-	tbl := pgident.Quote(cfg.T.Schema) + "." + pgident.Quote(schema.ConsumeTable)
+func trimConsumerLog(ctx context.Context, db *sql.DB, o Options) (int64, error) {
+	tbl := pgident.Quote(o.Table.Schema) + "." + pgident.Quote(schema.ConsumeTable)
 	var exists bool
 	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
 		return 0, err
@@ -125,7 +139,7 @@ func trimConsumerLog(ctx context.Context, db *sql.DB, cfg *config.Archive) (int6
     WHERE status <> 'PROCESSING' AND updated_at < now() - make_interval(secs => $1)
     LIMIT $2 FOR UPDATE SKIP LOCKED)
 DELETE FROM `+tbl+` c USING v WHERE c.consumer_group = v.consumer_group AND c.event_id = v.event_id`,
-		cfg.ConsumerLogRetention.Seconds(), cfg.BatchSize)
+		o.ConsumerLogRetention.Seconds(), o.BatchSize)
 	if err != nil {
 		return 0, err
 	}

@@ -4,28 +4,23 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
 
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
 func TestMain(m *testing.M) { relaytest.Main(m) }
 
-func setup(t *testing.T, mode string) (*sql.DB, *config.Archive) {
+func setup(t *testing.T, mode string) (*sql.DB, Options) {
 	t.Helper()
 	dsn, db := relaytest.NewDB(t)
-	cfg, err := config.ParseArchive([]string{"--dsn", dsn, "--mode", mode, "--batch-size", "3",
-		"--sent-retention", "1h", "--dead-retention", "24h", "--consumer-log-retention", "1h"}, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	return db, cfg
+	return db, Options{Table: relaytest.DefaultTable, DSN: dsn, Mode: mode, BatchSize: 3,
+		SentRetention: time.Hour, DeadRetention: 24 * time.Hour, ConsumerLogRetention: time.Hour}
 }
 
 // row inserts an event in the given status; age says how long ago it was sent/updated.
@@ -130,29 +125,10 @@ func TestDeleteModeAndConsumerLog(t *testing.T) {
 
 func TestMissingTableIsOneClearError(t *testing.T) {
 	dsn, db := relaytest.PG.OpenDatabase(t)
-	cfg, err := config.ParseArchive([]string{"--dsn", dsn}, func(string) (string, bool) { return "", false })
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, err = Run(context.Background(), db, cfg, logr.Discard())
+	o := Options{Table: relaytest.DefaultTable, DSN: dsn, Mode: contract.DefaultArchiveMode, BatchSize: contract.DefaultArchiveBatchSize,
+		SentRetention: contract.DefaultSentRetention, DeadRetention: contract.DefaultDeadRetention}
+	_, err := Run(context.Background(), db, o, logr.Discard())
 	if err == nil || err.Error() != "outbox table public.outbox_event does not exist (run `relayworker migrate`)" {
 		t.Fatalf("err = %v", err)
-	}
-}
-
-func TestArchiveFlagValidation(t *testing.T) {
-	env := func(string) (string, bool) { return "", false }
-	for _, args := range [][]string{
-		{"--dsn", "x", "--mode", "truncate"},
-		{"--dsn", "x", "--sent-retention", "5m"},
-		{"--dsn", "x", "--dead-retention", "1h"},
-		{"--dsn", "x", "--batch-size", "0"},
-		{"--dsn", "x", "--table", "Bad-Name"},
-		{"--dsn", "x", "--policy", strings.Repeat("n", 254)},
-		{"--mode", "archive"},
-	} {
-		if _, err := config.ParseArchive(args, env); err == nil {
-			t.Errorf("ParseArchive(%v) accepted bad input", args)
-		}
 	}
 }

@@ -1,19 +1,19 @@
+// runs.go: the run history in <table>_archive_runs (docs/worker-contract.md,
+// "archive flags"), which the RetentionPolicy controller reads for its status.
+
 package archive
 
 import (
 	"context"
 	"database/sql"
 	"errors"
-	"net/url"
-	"regexp"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/lib/pq"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
+	"github.com/outbox-operator/outbox-operator/internal/redact"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
 // recordTimeout bounds writing the run row. The write runs detached from the run's
@@ -28,30 +28,29 @@ const maxErrorText = 1000
 // whether or not the history says so, and the Job's exit code stays about the archive
 // work. A missing runs table (created before `relayworker migrate` knew it) is only
 // reported.
-func recordRun(ctx context.Context, db *sql.DB, cfg *config.Archive, elapsed time.Duration, res Result, runErr error, log logr.Logger) {
+func recordRun(ctx context.Context, db *sql.DB, o Options, elapsed time.Duration, res Result, runErr error, log logr.Logger) {
 	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
-	runs := cfg.T.WithSuffix(schema.ArchiveRunsSuffix)
-	err := insertRun(rctx, db, cfg, elapsed, res, runErr)
-	var pqErr *pq.Error
+	runs := o.Table.WithSuffix(schema.ArchiveRunsSuffix)
+	err := insertRun(rctx, db, o, elapsed, res, runErr)
 	switch {
 	case err == nil:
-	case errors.As(err, &pqErr) && pqErr.Code == "42P01":
+	case pgerr.IsUndefinedTable(err):
 		log.Info("run history table missing; run `relayworker migrate` to record runs for the RetentionPolicy status",
 			"table", runs.String())
 	default:
-		log.Error(errors.New(redact(err.Error(), cfg.DSN)), "could not record the run", "table", runs.String(), "policy", cfg.Policy)
+		log.Error(errors.New(redact.DSN(err.Error(), o.DSN)), "could not record the run", "table", runs.String(), "policy", o.Policy)
 	}
 }
 
 // insertRun records the run and trims older runs of the same policy in one transaction.
 // Times come from the database clock (started_at = now() - elapsed) like every other
 // timestamp in the table, so they compare with sent_at and updated_at.
-func insertRun(ctx context.Context, db *sql.DB, cfg *config.Archive, elapsed time.Duration, res Result, runErr error) error {
-	runs := cfg.T.WithSuffix(schema.ArchiveRunsSuffix).Qualified()
+func insertRun(ctx context.Context, db *sql.DB, o Options, elapsed time.Duration, res Result, runErr error) error {
+	runs := o.Table.WithSuffix(schema.ArchiveRunsSuffix).Qualified()
 	var errText sql.NullString
 	if runErr != nil {
-		errText = sql.NullString{String: truncate(redact(runErr.Error(), cfg.DSN), maxErrorText), Valid: true}
+		errText = sql.NullString{String: redact.Truncate(redact.DSN(runErr.Error(), o.DSN), maxErrorText), Valid: true}
 	}
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
@@ -61,45 +60,15 @@ func insertRun(ctx context.Context, db *sql.DB, cfg *config.Archive, elapsed tim
 	if _, err := tx.ExecContext(ctx, `INSERT INTO `+runs+`
     (policy, mode, started_at, finished_at, sent_moved, dead_moved, consumer_log_trimmed, error)
 VALUES ($1, $2, now() - make_interval(secs => $3), now(), $4, $5, $6, $7)`,
-		cfg.Policy, cfg.Mode, elapsed.Seconds(), res.SentMoved, res.DeadMoved, res.ConsumerLogTrims, errText); err != nil {
+		o.Policy, o.Mode, elapsed.Seconds(), res.SentMoved, res.DeadMoved, res.ConsumerLogTrims, errText); err != nil {
 		return err
 	}
 	// Everything older than the policy's ArchiveRunsKept-th newest run goes (one index
 	// range on (policy, started_at DESC)); fewer runs leave the subquery empty.
 	if _, err := tx.ExecContext(ctx, `DELETE FROM `+runs+` WHERE policy = $1 AND (started_at, run_id) < (
     SELECT started_at, run_id FROM `+runs+` WHERE policy = $1
-    ORDER BY started_at DESC, run_id DESC OFFSET $2 LIMIT 1)`, cfg.Policy, schema.ArchiveRunsKept-1); err != nil {
+    ORDER BY started_at DESC, run_id DESC OFFSET $2 LIMIT 1)`, o.Policy, schema.ArchiveRunsKept-1); err != nil {
 		return err
 	}
 	return tx.Commit()
-}
-
-// passwordKV finds password=... in a key/value DSN (quoted or not).
-var passwordKV = regexp.MustCompile(`password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)`)
-
-// redact removes the DSN and its password from msg. Driver errors do not normally
-// carry either, but the run history is readable by anyone who can read the table.
-func redact(msg, dsn string) string {
-	secrets := []string{dsn}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p)
-		}
-	}
-	for _, m := range passwordKV.FindAllStringSubmatch(dsn, -1) {
-		secrets = append(secrets, m[1], strings.Trim(m[1], "'"))
-	}
-	for _, s := range secrets {
-		if len(s) >= 4 {
-			msg = strings.ReplaceAll(msg, s, "[redacted]")
-		}
-	}
-	return msg
-}
-
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n-3], "") + "..." // PostgreSQL rejects a cut rune
 }

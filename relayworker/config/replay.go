@@ -9,16 +9,18 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
-// ReplaySelector chooses DEAD rows; empty fields do not filter.
+// ReplaySelector chooses DEAD rows; empty fields do not filter. relayworker/cli
+// converts it to replay.Selector, whose JSON the audit table records; the conversion
+// only compiles while both have the same fields.
 type ReplaySelector struct {
-	EventIDs      []string   `json:"eventIds,omitempty"`
-	EventType     string     `json:"eventType,omitempty"`
-	AggregateType string     `json:"aggregateType,omitempty"`
-	AggregateID   string     `json:"aggregateId,omitempty"`
-	ErrorCode     string     `json:"errorCode,omitempty"`
-	Destination   string     `json:"destination,omitempty"`
-	CreatedAfter  *time.Time `json:"createdAfter,omitempty"`
-	CreatedBefore *time.Time `json:"createdBefore,omitempty"`
+	EventIDs      []string
+	EventType     string
+	AggregateType string
+	AggregateID   string
+	ErrorCode     string
+	Destination   string
+	CreatedAfter  *time.Time
+	CreatedBefore *time.Time
 }
 
 // Empty reports whether the selector would match every DEAD row.

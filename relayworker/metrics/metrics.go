@@ -1,6 +1,6 @@
-// Package metrics defines the relay's Prometheus metrics (seed section 二十五) on a
-// private registry. Labels are bounded: destination (topic) and a stable error code,
-// never event ids.
+// Package metrics defines the relay's Prometheus metrics (docs/worker-contract.md,
+// "Endpoints") on a private registry. Labels are bounded: destination (topic) and a
+// stable error code, never event ids.
 package metrics
 
 import (

@@ -1,6 +1,6 @@
-// Package publish turns claimed outbox rows into Kafka messages (design.md section 5),
-// writes them with a kafka-go Writer configured for durability, and classifies
-// failures (classify.go).
+// Package publish turns claimed outbox rows into Kafka messages (docs/architecture.md,
+// "Message contract"), writes them with a kafka-go Writer configured for durability,
+// and classifies failures (classify.go).
 //
 // Writer settings, each against a kafka-go default that loses or reorders data:
 //   - RequiredAcks = RequireAll: the zero value is RequireNone (fire and forget).
@@ -24,24 +24,11 @@ package publish
 
 import (
 	"context"
-	"crypto/tls"
-	"crypto/x509"
-	"encoding/json"
 	"errors"
-	"fmt"
-	"os"
-	"strconv"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
-	"github.com/segmentio/kafka-go/sasl"
-	"github.com/segmentio/kafka-go/sasl/plain"
-	"github.com/segmentio/kafka-go/sasl/scram"
-
-	"github.com/outbox-operator/outbox-operator/internal/schema"
-	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
 // Options configure the Writer.
@@ -104,47 +91,6 @@ func NewWriter(o Options) (*kafka.Writer, error) {
 		Transport:              tr,
 		Completion:             complete,
 	}, nil
-}
-
-// newTransport is the connection layer with the TLS and SASL settings of o.
-func newTransport(o Options) (*kafka.Transport, error) {
-	tr := &kafka.Transport{DialTimeout: 5 * time.Second, IdleTimeout: 30 * time.Second, MetadataTTL: 10 * time.Second}
-	if o.TLS || o.TLSCAFile != "" {
-		cfg := &tls.Config{MinVersion: tls.VersionTLS12}
-		if o.TLSCAFile != "" {
-			pem, err := os.ReadFile(o.TLSCAFile)
-			if err != nil {
-				return nil, fmt.Errorf("kafka TLS CA file: %w", err)
-			}
-			pool := x509.NewCertPool()
-			if !pool.AppendCertsFromPEM(pem) {
-				return nil, fmt.Errorf("kafka TLS CA file %s holds no PEM certificate", o.TLSCAFile)
-			}
-			cfg.RootCAs = pool
-		}
-		tr.TLS = cfg
-	}
-	if o.SASLMechanism != "" {
-		var mech sasl.Mechanism
-		switch o.SASLMechanism {
-		case "plain":
-			mech = plain.Mechanism{Username: o.SASLUsername, Password: o.SASLPassword}
-		case "scram-sha-256", "scram-sha-512":
-			algo := scram.SHA256
-			if o.SASLMechanism == "scram-sha-512" {
-				algo = scram.SHA512
-			}
-			m, err := scram.Mechanism(algo, o.SASLUsername, o.SASLPassword)
-			if err != nil {
-				return nil, fmt.Errorf("kafka SASL: %w", err)
-			}
-			mech = m
-		default:
-			return nil, fmt.Errorf("kafka SASL mechanism %q not supported", o.SASLMechanism)
-		}
-		tr.SASL = mech
-	}
-	return tr, nil
 }
 
 // New builds a Publisher.
@@ -296,105 +242,4 @@ func (p *Publisher) writeChunk(ctx context.Context, msgs []kafka.Message, idx []
 		}
 	}
 	return true
-}
-
-// Size approximates the Kafka record size of m (key, value, headers, overhead).
-func Size(m kafka.Message) int64 {
-	n := int64(len(m.Key) + len(m.Value) + 32)
-	for _, h := range m.Headers {
-		n += int64(len(h.Key) + len(h.Value) + 8)
-	}
-	return n
-}
-
-// BadEventError is a per-event data problem found before publishing; the row goes
-// DEAD with Code without anything being sent.
-type BadEventError struct {
-	Code string
-	Msg  string
-}
-
-func (e *BadEventError) Error() string { return e.Code + ": " + e.Msg }
-
-// Contract header names (design.md section 5).
-const (
-	HeaderEventID          = schema.HeaderEventID
-	HeaderEventType        = schema.HeaderEventType
-	HeaderEventVersion     = schema.HeaderEventVersion
-	HeaderAggregateType    = schema.HeaderAggregateType
-	HeaderAggregateID      = schema.HeaderAggregateID
-	HeaderAggregateVersion = schema.HeaderAggregateVersion
-)
-
-// Message maps a claimed row to a Kafka message: topic = destination, key =
-// message_key, value = payload bytes, headers = the contract headers plus every pair
-// of the headers column (an object of strings; contract headers cannot be overridden).
-func Message(r *store.Row) (kafka.Message, error) {
-	if strings.TrimSpace(r.Destination) == "" {
-		return kafka.Message{}, &BadEventError{CodeEmptyDestination, "destination (topic) is empty"}
-	}
-	if err := schema.ValidTopic(r.Destination); err != nil {
-		return kafka.Message{}, &BadEventError{CodeInvalidTopic, err.Error()}
-	}
-	if r.Payload == nil {
-		return kafka.Message{}, &BadEventError{CodeInvalidPayload, "payload is NULL"}
-	}
-	hdrs := []kafka.Header{
-		{Key: HeaderEventID, Value: []byte(r.EventID)},
-		{Key: HeaderEventType, Value: []byte(r.EventType)},
-		{Key: HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
-		{Key: HeaderAggregateType, Value: []byte(r.AggregateType)},
-		{Key: HeaderAggregateID, Value: []byte(r.AggregateID)},
-		{Key: HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
-	}
-	if len(r.Headers) > 0 && string(r.Headers) != "null" {
-		extra, err := parseHeaders(r.Headers)
-		if err != nil {
-			return kafka.Message{}, &BadEventError{CodeInvalidHeaders, err.Error()}
-		}
-		for _, kv := range extra {
-			hdrs = append(hdrs, kafka.Header{Key: kv[0], Value: []byte(kv[1])})
-		}
-	}
-	return kafka.Message{Topic: r.Destination, Key: []byte(r.MessageKey), Value: r.Payload, Headers: hdrs}, nil
-}
-
-var reserved = map[string]bool{HeaderEventID: true, HeaderEventType: true, HeaderEventVersion: true,
-	HeaderAggregateType: true, HeaderAggregateID: true, HeaderAggregateVersion: true}
-
-// parseHeaders accepts only a JSON object whose values are all strings, and returns
-// the pairs in a deterministic (document) order.
-func parseHeaders(raw []byte) ([][2]string, error) {
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	tok, err := dec.Token()
-	if err != nil {
-		return nil, fmt.Errorf("headers are not valid JSON: %v", err)
-	}
-	if d, ok := tok.(json.Delim); !ok || d != '{' {
-		return nil, errors.New("headers must be a JSON object of string values")
-	}
-	var out [][2]string
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("headers are not valid JSON: %v", err)
-		}
-		k := kt.(string)
-		vt, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("headers are not valid JSON: %v", err)
-		}
-		v, ok := vt.(string)
-		if !ok {
-			return nil, fmt.Errorf("header %q is not a string (headers must be an object of string values)", k)
-		}
-		if k == "" {
-			return nil, errors.New("header with an empty name")
-		}
-		if reserved[k] {
-			return nil, fmt.Errorf("header %q is reserved for the relay's contract headers", k)
-		}
-		out = append(out, [2]string{k, v})
-	}
-	return out, nil
 }

@@ -15,7 +15,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-operator/outbox-operator/relayworker/store"
+	"github.com/outbox-operator/outbox-operator/relayworker/event"
 )
 
 func TestClassify(t *testing.T) {
@@ -117,7 +117,7 @@ func TestWriterIsDurableAndKeyed(t *testing.T) {
 }
 
 func TestMessageMapping(t *testing.T) {
-	row := &store.Row{EventID: "e", AggregateType: "order", AggregateID: "o", AggregateVersion: 3, EventType: "paid",
+	row := &event.Row{EventID: "e", AggregateType: "order", AggregateID: "o", AggregateVersion: 3, EventType: "paid",
 		EventVersion: 2, Destination: "orders", MessageKey: "k", Payload: []byte(`{"a": 1}`), Headers: []byte(`{"x": "1", "y": "2"}`)}
 	m, err := Message(row)
 	if err != nil {
@@ -136,18 +136,18 @@ func TestMessageMapping(t *testing.T) {
 		t.Fatalf("headers %v", got)
 	}
 	bad := []struct {
-		mut  func(*store.Row)
+		mut  func(*event.Row)
 		code string
 	}{
-		{func(r *store.Row) { r.Headers = []byte(`{"x": 1}`) }, CodeInvalidHeaders},
-		{func(r *store.Row) { r.Headers = []byte(`["x"]`) }, CodeInvalidHeaders},
-		{func(r *store.Row) { r.Headers = []byte(`"x"`) }, CodeInvalidHeaders},
-		{func(r *store.Row) { r.Headers = []byte(`{"x": {"y": "z"}}`) }, CodeInvalidHeaders},
-		{func(r *store.Row) { r.Headers = []byte(`{"event_id": "spoof"}`) }, CodeInvalidHeaders},
-		{func(r *store.Row) { r.Destination = "" }, CodeEmptyDestination},
-		{func(r *store.Row) { r.Destination = "  " }, CodeEmptyDestination},
-		{func(r *store.Row) { r.Destination = "a/b" }, CodeInvalidTopic},
-		{func(r *store.Row) { r.Payload = nil }, CodeInvalidPayload},
+		{func(r *event.Row) { r.Headers = []byte(`{"x": 1}`) }, CodeInvalidHeaders},
+		{func(r *event.Row) { r.Headers = []byte(`["x"]`) }, CodeInvalidHeaders},
+		{func(r *event.Row) { r.Headers = []byte(`"x"`) }, CodeInvalidHeaders},
+		{func(r *event.Row) { r.Headers = []byte(`{"x": {"y": "z"}}`) }, CodeInvalidHeaders},
+		{func(r *event.Row) { r.Headers = []byte(`{"event_id": "spoof"}`) }, CodeInvalidHeaders},
+		{func(r *event.Row) { r.Destination = "" }, CodeEmptyDestination},
+		{func(r *event.Row) { r.Destination = "  " }, CodeEmptyDestination},
+		{func(r *event.Row) { r.Destination = "a/b" }, CodeInvalidTopic},
+		{func(r *event.Row) { r.Payload = nil }, CodeInvalidPayload},
 	}
 	for i, b := range bad {
 		r := *row

@@ -1,15 +1,34 @@
-// background.go: the LISTEN wake-up and the gauge refresher that run beside the loop.
+// background.go: the loops beside the claim loop: the LISTEN wake-up, and the
+// refresher of the backlog gauges and the worker's heartbeat.
 
 package relay
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
+
+// startBackground starts the background loops; the returned stop ends them and waits
+// until they have returned. Without a DSN (tests) there is no LISTEN, only polling.
+func (r *Relay) startBackground(ctx context.Context) (stop func()) {
+	var bg sync.WaitGroup
+	bgCtx, cancel := context.WithCancel(ctx)
+	if r.cfg.DSN != "" {
+		bg.Add(1)
+		go func() { defer bg.Done(); r.listen(bgCtx) }()
+	}
+	bg.Add(1)
+	go func() { defer bg.Done(); r.stats(bgCtx) }()
+	return func() {
+		cancel()
+		bg.Wait()
+	}
+}
 
 // listen wakes the loop on NOTIFY. Losing the connection or a notification only costs
 // latency: polling still finds every row. On reconnect the loop is woken once, since
@@ -43,6 +62,7 @@ func (r *Relay) listen(ctx context.Context) {
 	}
 }
 
+// stats refreshes the gauges and the worker's heartbeat every StatsInterval.
 func (r *Relay) stats(ctx context.Context) {
 	t := time.NewTicker(r.cfg.StatsInterval)
 	defer t.Stop()

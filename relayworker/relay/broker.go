@@ -12,7 +12,6 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
-	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
 // BrokerProbe is how long a paused worker waits between broker probes: 200 ms at
@@ -158,24 +157,4 @@ func (r *Relay) broker() brokerState {
 	r.bmu.Lock()
 	defer r.bmu.Unlock()
 	return r.bstate
-}
-
-// reportWorker writes the worker's broker state and heartbeat to the worker-status
-// table (the operator's BrokerUnavailable condition reads it). Best effort: a failure
-// only costs the operator's view, never the relay.
-func (r *Relay) reportWorker(ctx context.Context) {
-	if r.cfg.WorkerID == "" || r.noWorkersTable.Load() {
-		return
-	}
-	st := r.broker()
-	c, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	err := r.store.ReportWorker(c, r.cfg.WorkerID, st.up, st.code)
-	switch {
-	case errors.Is(err, store.ErrNoWorkersTable):
-		r.noWorkersTable.Store(true)
-		r.log.Info("worker-status table missing; broker state is not reported to the operator until `relayworker migrate` runs")
-	case err != nil && ctx.Err() == nil:
-		r.m.Errors.WithLabelValues("stats").Inc()
-	}
 }

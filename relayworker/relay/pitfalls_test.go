@@ -229,7 +229,8 @@ func TestLeaseTakeOverUsesDatabaseClock(t *testing.T) {
 	}
 }
 
-// Metrics are exposed with the seed's names and without event ids as labels.
+// Metrics are exposed with the names docs/worker-contract.md ("Endpoints") lists, and
+// without event ids as labels.
 func TestMetricsNamesAndLabels(t *testing.T) {
 	dsn, db := relaytest.NewDB(t)
 	tp := topic(t)

@@ -1,14 +1,15 @@
-// Package relay is the worker loop: claim a batch (one short transaction), publish it
-// to Kafka after the claim committed, then mark the outcome under the worker's own
-// owner token. LISTEN/NOTIFY wakes it early; polling is the safety net.
+// Package relay is the worker, named after its three verbs: claim a batch (claim.go,
+// one short transaction), publish it to Kafka after the claim committed (publish.go),
+// then mark the outcome under the batch's own owner token (mark.go). Run is the claim
+// loop plus the loops beside it: the mark loop, the LISTEN wake-up and the gauge and
+// heartbeat refresher (background.go). Broker-wide failures pause the claim loop
+// (broker.go). The state machine is docs/architecture.md, "State machine"; flags,
+// metrics and log keys are docs/worker-contract.md.
 package relay
 
 import (
 	"context"
-	"crypto/rand"
 	"database/sql"
-	"encoding/hex"
-	"errors"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,8 +31,8 @@ type Publisher interface {
 	Publish(ctx context.Context, msgs []kafka.Message) []publish.Result
 }
 
-// Config of the loop.
-type Config struct {
+// Options configure a Relay (relayworker/cli maps the relay flags to them).
+type Options struct {
 	Table             pgident.Table
 	DSN               string // used for the LISTEN connection only
 	WorkerID          string
@@ -53,10 +54,11 @@ type Config struct {
 
 // Relay is one worker.
 type Relay struct {
-	cfg     Config
+	cfg     Options
 	db      *sql.DB
 	store   *store.Store
 	pub     Publisher
+	marks   *marker
 	m       *metrics.Metrics
 	health  *health.State
 	log     logr.Logger
@@ -75,18 +77,19 @@ type Relay struct {
 var ErrHotStandby = store.ErrHotStandby
 
 // New builds a Relay. PrimaryProbe defaults to pg_is_in_recovery() on db.
-func New(cfg Config, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metrics, h *health.State, log logr.Logger) *Relay {
-	if cfg.StatsInterval <= 0 {
-		cfg.StatsInterval = 10 * time.Second
+func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metrics, h *health.State, log logr.Logger) *Relay {
+	if o.StatsInterval <= 0 {
+		o.StatsInterval = 10 * time.Second
 	}
-	if cfg.LeaseMargin <= 0 {
-		cfg.LeaseMargin = contract.LeaseMargin(cfg.Lease)
+	if o.LeaseMargin <= 0 {
+		o.LeaseMargin = contract.LeaseMargin(o.Lease)
 	}
-	if cfg.ShutdownTimeout <= 0 {
-		cfg.ShutdownTimeout = contract.DefaultShutdownTimeout
+	if o.ShutdownTimeout <= 0 {
+		o.ShutdownTimeout = contract.DefaultShutdownTimeout
 	}
-	r := &Relay{cfg: cfg, db: db, store: st, pub: pub, m: m, health: h, log: log,
+	r := &Relay{cfg: o, db: db, store: st, pub: pub, m: m, health: h, log: log,
 		wake: make(chan struct{}, 1), bstate: brokerState{up: true}}
+	r.marks = &marker{store: st, m: m, log: log, maxAttempts: o.MaxAttempts}
 	r.probe, _ = pub.(Prober)
 	r.reset, _ = pub.(Resetter)
 	r.primary = func(ctx context.Context) (bool, error) {
@@ -133,13 +136,36 @@ func (r *Relay) checkPrimary(ctx context.Context) error {
 // in-flight batch finish (bounded by ShutdownTimeout and the lease), releases what it
 // did not publish and returns nil. It returns an error at once when the database is
 // a hot standby.
+//
+// The deferred steps run in reverse: the claim loop has returned, so the mark loop
+// writes the last published batch, then the background loops stop, then the worker's
+// status row goes.
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.checkPrimary(ctx); err != nil {
 		return err
 	}
-	// work is cancelled ShutdownTimeout after ctx: in-flight publishes get that long.
-	work, cancelWork := context.WithCancel(context.Background())
+	work, cancelWork := r.workContext(ctx)
 	defer cancelWork()
+
+	r.m.BrokerUp.Set(1)
+	r.reportWorker(ctx)
+	defer r.removeWorker()
+
+	stopBackground := r.startBackground(ctx)
+	defer stopBackground()
+
+	r.marks.start()
+	defer r.marks.stop() // every published batch is marked before Run returns
+
+	r.health.SetReady(true, "")
+	r.claimLoop(ctx, work)
+	return nil
+}
+
+// workContext governs publishes and marks: it ends ShutdownTimeout after ctx does, so
+// an in-flight publish gets that long to finish after the stop signal.
+func (r *Relay) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	work, cancelWork := context.WithCancel(context.Background())
 	go func() {
 		select {
 		case <-ctx.Done():
@@ -153,149 +179,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		case <-work.Done():
 		}
 	}()
-
-	r.m.BrokerUp.Set(1)
-	r.reportWorker(ctx)
-	defer func() {
-		c, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		defer cancel()
-		if r.cfg.WorkerID != "" && !r.noWorkersTable.Load() {
-			_ = r.store.RemoveWorker(c, r.cfg.WorkerID) // best effort: a stale row ages out
-		}
-	}()
-
-	var bg sync.WaitGroup
-	defer bg.Wait()
-	bgCtx, stopBG := context.WithCancel(ctx)
-	defer stopBG()
-	if r.cfg.DSN != "" {
-		bg.Add(1)
-		go func() { defer bg.Done(); r.listen(bgCtx) }()
-	}
-	bg.Add(1)
-	go func() { defer bg.Done(); r.stats(bgCtx) }()
-
-	// Marks run in their own goroutine, one batch at a time, while the loop claims and
-	// publishes the next batch: a batch's rows stay SENDING under its token until its
-	// mark commits, so the overlap changes nothing another claim can see (newer versions
-	// of those aggregates stay unclaimable until then). The hand-over blocks while the
-	// previous mark is still running, so at most one batch waits for its marks.
-	marks := make(chan *published)
-	marked := make(chan struct{})
-	go func() {
-		defer close(marked)
-		for b := range marks {
-			r.mark(b.token, &b.out)
-		}
-	}()
-	defer func() { close(marks); <-marked }() // every published batch is marked before Run returns
-
-	// While draining (the last claim was full), the next claim runs during this batch's
-	// publish. Its rows are claimable only because they do not depend on anything in
-	// flight: the claim skips newer versions of aggregates whose older version is
-	// SENDING, and this batch stays SENDING until its mark commits.
-	var ahead chan claimed
-	r.health.SetReady(true, "")
-	failures := 0
-	pace := newPacer(r.cfg.PollInterval)
-	poll := time.NewTimer(0)
-	defer poll.Stop()
-	for {
-		if ctx.Err() != nil {
-			if ahead != nil {
-				r.unclaim(<-ahead) // claimed, never published: release for other workers
-			}
-			r.log.Info("stop signal: no more claims")
-			return nil
-		}
-		r.health.Beat()
-		var c claimed
-		if ahead != nil {
-			c, ahead = <-ahead, nil
-		} else {
-			r.drainWake()
-			c = r.claim(work) // a started claim always completes, so no row is left SENDING by a cancelled claim
-		}
-		if c.err == nil && len(c.rows) >= r.cfg.BatchSize {
-			ahead = make(chan claimed, 1)
-			r.drainWake()
-			go func(ch chan<- claimed) { ch <- r.claim(work) }(ahead)
-		}
-		if b := r.publish(work, c); b != nil {
-			if len(b.out.sent) > 0 {
-				r.publishedOK()
-			}
-			marks <- b
-			if b.out.brokerDown != "" {
-				if ahead != nil {
-					r.unclaim(<-ahead) // claimed during the failed publish: hand back unsent
-					ahead = nil
-				}
-				r.pauseForBroker(ctx, b.out.topics(), b.out.brokerDown, b.out.brokerErr)
-				pace.reset()
-				continue
-			}
-		}
-		n, err := len(c.rows), c.err
-		if err != nil {
-			failures++
-			r.m.Errors.WithLabelValues("claim").Inc()
-			delay := r.cfg.Backoff.Delay(failures)
-			reason := "database error: " + err.Error()
-			if perr := r.checkPrimary(ctx); errors.Is(perr, ErrHotStandby) {
-				reason = ErrHotStandby.Error()
-			}
-			r.health.SetReady(false, reason)
-			r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", failures)
-			sleep(ctx, delay) // cut short by the stop signal, which the loop head handles
-			continue
-		}
-		if failures > 0 {
-			failures = 0
-			r.health.SetReady(true, "")
-		}
-		if n > 0 {
-			pace.reset()
-			continue // rows were there, so there are probably more: claim again at once
-		}
-		if !poll.Stop() {
-			select {
-			case <-poll.C:
-			default:
-			}
-		}
-		poll.Reset(pace.idle())
-		select {
-		case <-ctx.Done():
-		case <-r.wake:
-			sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
-		case <-poll.C:
-		}
-	}
-}
-
-// WakeLinger is how long a worker woken by NOTIFY waits before claiming. Every
-// committing producer announces itself and every worker hears it; claiming at once
-// turned 1,000 events/s into ~480 claims/s of 2 rows each, CPU the database needed
-// (a worse p99 than plain polling). Two milliseconds let the burst finish: about
-// 25 % fewer claims and p99 18-39 -> 16 ms at 1,000 events/s with the trigger.
-const WakeLinger = 2 * time.Millisecond
-
-// sleep waits for d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
-}
-
-// newToken returns a fresh owner token: worker id plus 64 random bits.
-func (r *Relay) newToken() string {
-	var b [8]byte
-	_, _ = rand.Read(b[:])
-	return r.cfg.WorkerID + "/" + hex.EncodeToString(b[:])
+	return work, cancelWork
 }
 
 // Cycle runs one claim -> publish -> mark round and returns how many rows it claimed.
@@ -303,56 +187,7 @@ func (r *Relay) newToken() string {
 func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
 	c := r.claim(claimCtx)
 	if b := r.publish(work, c); b != nil {
-		r.mark(b.token, &b.out)
+		r.marks.mark(b.token, &b.out)
 	}
 	return len(c.rows), c.err
-}
-
-// published is a batch whose publish finished and whose marks are still to be written.
-type published struct {
-	token string
-	out   outcome
-}
-
-// claimed is the result of one claim statement.
-type claimed struct {
-	token string
-	rows  []store.Row
-	start time.Time // when the claim was sent: the conservative start of the lease
-	err   error
-}
-
-// claim claims up to BatchSize rows under a fresh owner token.
-func (r *Relay) claim(ctx context.Context) claimed {
-	c := claimed{token: r.newToken(), start: time.Now()} // monotonic: only durations are taken from the worker clock
-	c.rows, c.err = r.store.Claim(ctx, c.token, r.cfg.BatchSize, r.cfg.Lease)
-	r.m.ClaimLatency.Observe(time.Since(c.start).Seconds())
-	if c.err == nil {
-		r.m.ClaimBatchSize.Observe(float64(len(c.rows)))
-	}
-	return c
-}
-
-// publish publishes a claimed batch and returns what to mark (nil when nothing was
-// claimed).
-func (r *Relay) publish(work context.Context, c claimed) *published {
-	if c.err != nil || len(c.rows) == 0 {
-		return nil
-	}
-	// The lease started at the latest when the claim returned... and at the earliest
-	// when we sent it; measuring from `start` is the conservative side.
-	deadline := c.start.Add(r.cfg.Lease - r.cfg.LeaseMargin)
-	return &published{token: c.token, out: r.process(work, c.rows, deadline)}
-}
-
-// unclaim hands a claimed but unpublished batch back (shutdown).
-func (r *Relay) unclaim(c claimed) {
-	if c.err != nil || len(c.rows) == 0 {
-		return
-	}
-	out := outcome{dest: map[string]string{}}
-	for i := range c.rows {
-		out.release = append(out.release, c.rows[i].EventID)
-	}
-	r.mark(c.token, &out)
 }

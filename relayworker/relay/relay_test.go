@@ -95,7 +95,7 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 	if o.brokers == nil {
 		o.brokers = broker.Addrs()
 	}
-	st, err := store.New(context.Background(), db, relaytest.DefaultTable)
+	st, err := store.New(context.Background(), db, store.Options{Table: relaytest.DefaultTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +113,7 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 	}
 	m := metrics.New("test")
 	h := health.New(time.Minute)
-	r := relay.New(relay.Config{
+	r := relay.New(relay.Options{
 		Table: relaytest.DefaultTable, DSN: listenDSN, WorkerID: id, BatchSize: o.batch,
 		Lease: o.lease, PollInterval: o.poll, MaxAttempts: o.maxAttempts,
 		Backoff:           backoff.Policy{Min: o.minBackoff, Max: 2 * time.Second},

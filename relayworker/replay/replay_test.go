@@ -11,13 +11,11 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
-	"github.com/outbox-operator/outbox-operator/relayworker/config"
 )
 
 func TestMain(m *testing.M) { relaytest.Main(m) }
-
-func noEnv(string) (string, bool) { return "", false }
 
 func setup(t *testing.T) (*sql.DB, string) {
 	t.Helper()
@@ -57,13 +55,16 @@ func standIn(t *testing.T, db *sql.DB) {
 	}()
 }
 
-func replayer(t *testing.T, db *sql.DB, dsn string, args ...string) *Replayer {
+// replayer runs a replay with the flags' defaults (docs/worker-contract.md, "replay
+// flags"), a reason and a requester, and whatever set changes.
+func replayer(t *testing.T, db *sql.DB, set func(*Options)) *Replayer {
 	t.Helper()
-	cfg, err := config.ParseReplay(append([]string{"--dsn", dsn, "--reason", "INC-1: consumer fixed", "--requested-by", "sre"}, args...), noEnv)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &Replayer{DB: db, Cfg: cfg, Log: logr.Discard(), PollEvery: 20 * time.Millisecond}
+	o := Options{Table: relaytest.DefaultTable, Reason: "INC-1: consumer fixed", RequestedBy: "sre",
+		Rate: contract.DefaultReplayRate, CanarySize: contract.DefaultCanarySize,
+		MaxNewDeadPercent: contract.DefaultMaxNewDeadPercent, MaxEvents: 100000,
+		SettleTimeout: 30 * time.Minute, PollEvery: 20 * time.Millisecond}
+	set(&o)
+	return &Replayer{DB: db, Opts: o, Log: logr.Discard()}
 }
 
 type auditRow struct {
@@ -93,11 +94,13 @@ func countStatus(t *testing.T, db *sql.DB, status, eventType string) int {
 }
 
 func TestReplayCanaryThenRestKeepsEventIDs(t *testing.T) {
-	db, dsn := setup(t)
+	db, _ := setup(t)
 	dead(t, db, 25, "OrderPaid", "BROKER_UNAVAILABLE")
 	dead(t, db, 3, "Other", "MESSAGE_TOO_LARGE") // not selected
 	standIn(t, db)
-	r := replayer(t, db, dsn, "--replay-id", "r1", "--error-code", "BROKER_UNAVAILABLE", "--canary-size", "5", "--rate", "1000")
+	r := replayer(t, db, func(o *Options) {
+		o.ReplayID, o.Selector.ErrorCode, o.CanarySize, o.Rate = "r1", "BROKER_UNAVAILABLE", 5, 1000
+	})
 	res, err := r.Run(context.Background())
 	if err != nil {
 		t.Fatal(err)
@@ -126,10 +129,12 @@ func TestReplayCanaryThenRestKeepsEventIDs(t *testing.T) {
 }
 
 func TestCanaryFailureStopsTheReplay(t *testing.T) {
-	db, dsn := setup(t)
+	db, _ := setup(t)
 	dead(t, db, 10, "Poison", "INVALID_PAYLOAD")
 	standIn(t, db)
-	r := replayer(t, db, dsn, "--replay-id", "r2", "--event-type", "Poison", "--canary-size", "4", "--max-new-dead-percent", "10")
+	r := replayer(t, db, func(o *Options) {
+		o.ReplayID, o.Selector.EventType, o.CanarySize, o.MaxNewDeadPercent = "r2", "Poison", 4, 10
+	})
 	res, err := r.Run(context.Background())
 	if !errors.Is(err, ErrCanaryFailed) {
 		t.Fatalf("err = %v, want canary failure", err)
@@ -152,9 +157,9 @@ func TestCanaryFailureStopsTheReplay(t *testing.T) {
 }
 
 func TestDryRunOnlyCountsAndAudits(t *testing.T) {
-	db, dsn := setup(t)
+	db, _ := setup(t)
 	dead(t, db, 7, "OrderPaid", "X")
-	r := replayer(t, db, dsn, "--replay-id", "r3", "--event-type", "OrderPaid", "--dry-run")
+	r := replayer(t, db, func(o *Options) { o.ReplayID, o.Selector.EventType, o.DryRun = "r3", "OrderPaid", true })
 	res, err := r.Run(context.Background())
 	if err != nil || res.Matched != 7 || res.Replayed != 0 {
 		t.Fatalf("result %+v %v", res, err)
@@ -170,9 +175,11 @@ func TestDryRunOnlyCountsAndAudits(t *testing.T) {
 // A Job pod that dies mid-replay is retried; the retry resumes from the recorded
 // progress instead of selecting again or handing rows back twice.
 func TestInterruptedReplayResumes(t *testing.T) {
-	db, dsn := setup(t)
+	db, _ := setup(t)
 	dead(t, db, 12, "OrderPaid", "X")
-	r := replayer(t, db, dsn, "--replay-id", "r4", "--event-type", "OrderPaid", "--canary-size", "3", "--settle-timeout", "200ms")
+	r := replayer(t, db, func(o *Options) {
+		o.ReplayID, o.Selector.EventType, o.CanarySize, o.SettleTimeout = "r4", "OrderPaid", 3, 200*time.Millisecond
+	})
 	// No relay is running: the canary cannot settle and the run gives up.
 	if _, err := r.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "still in flight") {
 		t.Fatalf("err = %v", err)
@@ -184,32 +191,12 @@ func TestInterruptedReplayResumes(t *testing.T) {
 	dead(t, db, 1, "OrderPaidLate", "X")
 	_, _ = db.Exec(`UPDATE outbox_event SET event_type = 'OrderPaid' WHERE event_type = 'OrderPaidLate'`)
 	standIn(t, db)
-	r.Cfg.SettleTimeout = time.Minute
+	r.Opts.SettleTimeout = time.Minute
 	res, err := r.Run(context.Background())
 	if err != nil || res.Phase != PhaseSucceeded || res.Matched != 12 || res.Succeeded != 12 {
 		t.Fatalf("resumed: %+v %v", res, err)
 	}
 	if countStatus(t, db, "DEAD", "OrderPaid") != 1 {
 		t.Fatal("the late DEAD event was replayed by a replay that started before it")
-	}
-}
-
-func TestReplayFlagValidation(t *testing.T) {
-	base := []string{"--dsn", "x", "--replay-id", "r", "--reason", "fixed it"}
-	for _, extra := range [][]string{
-		{},                       // empty selector
-		{"--aggregate-id", "o1"}, // id without type
-		{"--event-type", "T", "--rate", "0"},
-		{"--event-type", "T", "--max-new-dead-percent", "101"},
-		{"--event-type", "T", "--created-after", "yesterday"},
-		{"--event-ids", "a,,b"},
-		{"--event-type", "T", "--created-after", "2026-02-01T00:00:00Z", "--created-before", "2026-01-01T00:00:00Z"},
-	} {
-		if _, err := config.ParseReplay(append(append([]string{}, base...), extra...), noEnv); err == nil {
-			t.Errorf("ParseReplay(%v) accepted bad input", extra)
-		}
-	}
-	if _, err := config.ParseReplay([]string{"--dsn", "x", "--replay-id", "r", "--event-type", "T"}, noEnv); err == nil {
-		t.Error("missing reason accepted")
 	}
 }

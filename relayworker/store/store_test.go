@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/relayworker/event"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
@@ -18,7 +19,7 @@ var ctx = context.Background()
 
 func newStore(t *testing.T) (*store.Store, func(...relaytest.Ev)) {
 	_, db := relaytest.NewDB(t)
-	s, err := store.New(ctx, db, relaytest.DefaultTable)
+	s, err := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -26,7 +27,7 @@ func newStore(t *testing.T) (*store.Store, func(...relaytest.Ev)) {
 	return s, func(evs ...relaytest.Ev) { relaytest.Insert(t, db, evs...) }
 }
 
-func ids(rows []store.Row) []string {
+func ids(rows []event.Row) []string {
 	var out []string
 	for _, r := range rows {
 		out = append(out, r.EventID)
@@ -37,7 +38,7 @@ func ids(rows []store.Row) []string {
 
 func TestClaimSetsLeaseOnDatabaseClockAndFencesMarks(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, err := store.New(ctx, db, relaytest.DefaultTable)
+	s, err := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func TestClaimSetsLeaseOnDatabaseClockAndFencesMarks(t *testing.T) {
 
 func TestRetryBackoffAndMaxAttempts(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	relaytest.Insert(t, db, relaytest.Ev{ID: "r", AggID: "a", Version: 1, Topic: "t"})
 	for attempt := 1; attempt <= 3; attempt++ {
 		if _, err := db.Exec(`UPDATE outbox_event SET next_retry_at = now()`); err != nil {
@@ -138,7 +139,7 @@ func TestRetryBackoffAndMaxAttempts(t *testing.T) {
 
 func TestAggregateOrderBlocksNewerVersions(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	relaytest.Insert(t, db,
 		relaytest.Ev{ID: "a1", AggID: "A", Version: 1, Topic: "t"},
 		relaytest.Ev{ID: "a2", AggID: "A", Version: 2, Topic: "t"},
@@ -191,7 +192,7 @@ func TestAggregateOrderBlocksNewerVersions(t *testing.T) {
 // Racing claimers never both get v1 and v2 of one aggregate, and never the same row.
 func TestConcurrentClaimsDisjointAndOrdered(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	var evs []relaytest.Ev
 	for a := 0; a < 50; a++ {
 		for v := 1; v <= 4; v++ {
@@ -244,7 +245,7 @@ func TestConcurrentClaimsDisjointAndOrdered(t *testing.T) {
 // time does the table hold two SENDING versions of one aggregate under different owners.
 func TestNoTwoOwnersPerAggregate(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	var evs []relaytest.Ev
 	for a := 0; a < 20; a++ {
 		for v := 1; v <= 10; v++ {
@@ -299,7 +300,7 @@ func TestNoTwoOwnersPerAggregate(t *testing.T) {
 // that started earlier (lower created_at) and commits late is still claimed.
 func TestLateCommittingLowerCreatedAtIsClaimed(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	tx, err := db.Begin()
 	if err != nil {
 		t.Fatal(err)
@@ -325,7 +326,7 @@ func TestLateCommittingLowerCreatedAtIsClaimed(t *testing.T) {
 
 func TestBacklogAndRecovery(t *testing.T) {
 	_, db := relaytest.NewDB(t)
-	s, _ := store.New(ctx, db, relaytest.DefaultTable)
+	s, _ := store.New(ctx, db, store.Options{Table: relaytest.DefaultTable})
 	relaytest.Insert(t, db, relaytest.Many("e", "t", 4)...)
 	n, age, err := s.Backlog(ctx)
 	if err != nil || n != 4 || age < 0 {
@@ -371,7 +372,7 @@ func TestClaimReachesReleasedOlderVersionsBehindNewerOnes(t *testing.T) {
 		evs = append(evs, relaytest.Ev{ID: fmt.Sprintf("rr-%d", i), AggID: fmt.Sprintf("rr-agg-%d", i%100), Version: int64(i/100 + 1), Topic: "t"})
 	}
 	relaytest.Insert(t, db, evs...)
-	s, err := store.New(context.Background(), db, relaytest.DefaultTable)
+	s, err := store.New(context.Background(), db, store.Options{Table: relaytest.DefaultTable})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -45,8 +46,7 @@ func workersErr(what string, err error) error {
 	if err == nil {
 		return nil
 	}
-	var pqErr *pq.Error
-	if errors.As(err, &pqErr) && pqErr.Code == "42P01" { // undefined_table
+	if pgerr.IsUndefinedTable(err) {
 		return ErrNoWorkersTable
 	}
 	return fmt.Errorf("%s: %w", what, err)

@@ -1,0 +1,61 @@
+// options.go: the one place where parsed flags and environment (relayworker/config)
+// become the work packages' Options. Each work package owns its configuration type
+// and none of them reads flags, so a package's tests build its Options directly and a
+// new flag is wired here, next to the others.
+
+package cli
+
+import (
+	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/relayworker/archive"
+	"github.com/outbox-operator/outbox-operator/relayworker/config"
+	"github.com/outbox-operator/outbox-operator/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/relayworker/relay"
+	"github.com/outbox-operator/outbox-operator/relayworker/replay"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
+)
+
+func migrateOptions(c *config.Migrate) schema.Options {
+	return schema.Options{NotifyTrigger: c.NotifyTrigger}
+}
+
+func storeOptions(c *config.Common) store.Options { return store.Options{Table: c.T} }
+
+// publishOptions: the Writer's batch follows the claim's batch size, so one claimed
+// batch is one WriteMessages call per topic.
+func publishOptions(c *config.Relay) publish.Options {
+	return publish.Options{
+		Brokers: c.Brokers, BatchSize: c.BatchSize,
+		TLS: c.KafkaTLS, TLSCAFile: c.KafkaTLSCAFile,
+		SASLMechanism: c.KafkaSASLMechanism, SASLUsername: c.KafkaSASLUsername, SASLPassword: c.KafkaSASLPassword,
+	}
+}
+
+// relayOptions: the DSN is handed over for the LISTEN connection only.
+func relayOptions(c *config.Relay) relay.Options {
+	return relay.Options{
+		Table: c.T, DSN: c.DSN, WorkerID: c.WorkerID, BatchSize: c.BatchSize,
+		Lease: c.Lease, PollInterval: c.PollInterval, MaxAttempts: c.MaxAttempts,
+		Backoff:           backoff.Policy{Min: c.MinBackoff, Max: c.MaxBackoff},
+		UnknownTopicGrace: c.UnknownTopicGrace, ShutdownTimeout: c.ShutdownTimeout,
+	}
+}
+
+func replayOptions(c *config.Replay) replay.Options {
+	return replay.Options{
+		Table: c.T, ReplayID: c.ReplayID, Reason: c.Reason, RequestedBy: c.RequestedBy,
+		Rate: c.Rate, CanarySize: c.CanarySize, MaxNewDeadPercent: c.MaxNewDeadPercent,
+		DryRun: c.DryRun, MaxEvents: c.MaxEvents, SettleTimeout: c.SettleTimeout,
+		Selector: replay.Selector(c.Selector),
+	}
+}
+
+// archiveOptions: the DSN is handed over only to keep it out of the recorded errors.
+func archiveOptions(c *config.Archive) archive.Options {
+	return archive.Options{
+		Table: c.T, SentRetention: c.SentRetention, DeadRetention: c.DeadRetention,
+		ConsumerLogRetention: c.ConsumerLogRetention, Mode: c.Mode, BatchSize: c.BatchSize,
+		Policy: c.Policy, DSN: c.DSN,
+	}
+}

@@ -1,0 +1,105 @@
+package cli
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/relayworker/config"
+	"github.com/outbox-operator/outbox-operator/relayworker/health"
+	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
+	"github.com/outbox-operator/outbox-operator/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/relayworker/relay"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
+)
+
+var relayCommand = command{
+	name:    "relay",
+	summary: "claim, publish and mark outbox events",
+	parse: func(args []string, getenv config.Getenv) (runner, error) {
+		cfg, err := config.ParseRelay(args, getenv)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, stderr io.Writer) error {
+			tuneGC(getenv)
+			return runRelay(ctx, cfg, newLogger(stderr, cfg.LogLevel, cfg.Pipeline, cfg.WorkerID))
+		}, nil
+	},
+}
+
+// runRelay checks the table, connects the store, the publisher and the endpoints, and
+// runs the relay until ctx ends (SIGTERM).
+func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
+	db, err := openDB(ctx, cfg.DSN, 4)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := checkRelayTable(ctx, db, cfg.T); err != nil {
+		return err
+	}
+	st, err := store.New(ctx, db, storeOptions(&cfg.Common))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+	pub, err := publish.New(publishOptions(cfg))
+	if err != nil {
+		return &ConfigError{err}
+	}
+	defer closePublisher(pub)
+
+	m := metrics.New(cfg.Pipeline)
+	h := health.New(contract.LivenessStall(cfg.Lease, cfg.PollInterval))
+	stopEndpoints, err := serveEndpoints(cfg, m, h)
+	if err != nil {
+		return err
+	}
+	defer stopEndpoints()
+
+	r := relay.New(relayOptions(cfg), db, st, pub, m, h, log)
+	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String())
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("relay stopped")
+	return nil
+}
+
+// checkRelayTable refuses, with one clear error, what the relay cannot work on: a hot
+// standby, a table migrate has not created or completed, a payload type it cannot send.
+func checkRelayTable(ctx context.Context, db *sql.DB, t pgident.Table) error {
+	if err := store.CheckPrimary(ctx, db); err != nil {
+		return err
+	}
+	if err := schema.Verify(ctx, db, t); err != nil {
+		return err
+	}
+	typ, err := store.PayloadType(ctx, db, t)
+	if err != nil {
+		return err
+	}
+	if typ != "jsonb" && typ != "bytea" && typ != "json" && typ != "text" {
+		return fmt.Errorf("outbox table %s: payload column type %s is not supported (jsonb or bytea)", t, typ)
+	}
+	return nil
+}
+
+// closePublisher closes the Writer, which waits for kafka-go's in-flight batches;
+// never let it hold up the exit by more than two seconds.
+func closePublisher(pub *publish.Publisher) {
+	done := make(chan struct{})
+	go func() { _ = pub.Close(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(2 * time.Second):
+	}
+}
