@@ -34,16 +34,6 @@ type BadEventError struct {
 
 func (e *BadEventError) Error() string { return e.Code + ": " + e.Msg }
 
-// Contract header names (docs/architecture.md, "Message contract").
-const (
-	HeaderEventID          = schema.HeaderEventID
-	HeaderEventType        = schema.HeaderEventType
-	HeaderEventVersion     = schema.HeaderEventVersion
-	HeaderAggregateType    = schema.HeaderAggregateType
-	HeaderAggregateID      = schema.HeaderAggregateID
-	HeaderAggregateVersion = schema.HeaderAggregateVersion
-)
-
 // Message maps a claimed row to a Kafka message: topic = destination, key =
 // message_key, value = payload bytes, headers = the contract headers plus every pair
 // of the headers column (an object of strings; contract headers cannot be overridden).
@@ -58,12 +48,12 @@ func Message(r *event.Row) (kafka.Message, error) {
 		return kafka.Message{}, &BadEventError{CodeInvalidPayload, "payload is NULL"}
 	}
 	hdrs := []kafka.Header{
-		{Key: HeaderEventID, Value: []byte(r.EventID)},
-		{Key: HeaderEventType, Value: []byte(r.EventType)},
-		{Key: HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
-		{Key: HeaderAggregateType, Value: []byte(r.AggregateType)},
-		{Key: HeaderAggregateID, Value: []byte(r.AggregateID)},
-		{Key: HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
+		{Key: schema.HeaderEventID, Value: []byte(r.EventID)},
+		{Key: schema.HeaderEventType, Value: []byte(r.EventType)},
+		{Key: schema.HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
+		{Key: schema.HeaderAggregateType, Value: []byte(r.AggregateType)},
+		{Key: schema.HeaderAggregateID, Value: []byte(r.AggregateID)},
+		{Key: schema.HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
 	}
 	if len(r.Headers) > 0 && string(r.Headers) != "null" {
 		extra, err := parseHeaders(r.Headers)
@@ -77,8 +67,15 @@ func Message(r *event.Row) (kafka.Message, error) {
 	return kafka.Message{Topic: r.Destination, Key: []byte(r.MessageKey), Value: r.Payload, Headers: hdrs}, nil
 }
 
-var reserved = map[string]bool{HeaderEventID: true, HeaderEventType: true, HeaderEventVersion: true,
-	HeaderAggregateType: true, HeaderAggregateID: true, HeaderAggregateVersion: true}
+// reserved are the contract headers (docs/architecture.md, "Message contract"): a
+// row's headers column cannot override them.
+var reserved = func() map[string]bool {
+	m := map[string]bool{}
+	for _, h := range schema.ContractHeaders {
+		m[h] = true
+	}
+	return m
+}()
 
 // parseHeaders accepts only a JSON object whose values are all strings, and returns
 // the pairs in a deterministic (document) order.
