@@ -86,9 +86,12 @@ func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
+	replays := make(chan struct{})
+	go func() { defer close(replays); c.serveReplays(ctx) }()
 	d := &dispatcher{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
 	err := d.run(takeUncommitted(r))
-	keepUncommitted(r, d.stop())
+	keepUncommitted(r, d.stop()) // stop cancels ctx: the replay server ends too
+	<-replays
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause // a lane's offset commit failed
 	}

@@ -53,6 +53,9 @@ type Options struct {
 	Log logr.Logger
 	// Observe, if set, sees every message's outcome after its transaction committed.
 	Observe func(Message, Outcome)
+	// ReplayPoll is how often Run looks for replay requests (RequestReplay, e.g. from
+	// a DeadLetterReplay); default 5s, negative: never.
+	ReplayPoll time.Duration
 }
 
 // MessageWriter is the part of *kafka.Writer a dead-letter topic needs.
@@ -78,6 +81,7 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.MaxBackoff, 5*time.Second)
 	def(&o.WaitBackoff, time.Second)
 	def(&o.BatchLinger, 2*time.Millisecond)
+	def(&o.ReplayPoll, 5*time.Second)
 	switch {
 	case o.MaxAttempts < 1, o.MaxWaitAttempts < 1:
 		return o, errors.New("inbox: MaxAttempts and MaxWaitAttempts must be at least 1")

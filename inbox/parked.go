@@ -18,8 +18,10 @@ import (
 // message's offset is committed, so later messages flow; the row is its place.
 const ParkedTable = "message_consume_parked"
 
-// ReplayTable records every Replay of parked messages: who, why, what was selected
-// and what came of it.
+// ReplayTable records every replay of parked messages: who, why, what was selected,
+// how far it got and what came of it. A row is a request (REQUESTED) until a running
+// Consumer of its group takes it (RUNNING, heartbeat_at moving) and ends it (DONE, or
+// FAILED with error).
 const ReplayTable = "message_consume_replay"
 
 // Parked-row statuses.
@@ -54,6 +56,7 @@ func parkedDDL(schemaQ string) []string {
     first_seen_at     timestamptz NOT NULL DEFAULT now(),
     last_seen_at      timestamptz NOT NULL DEFAULT now(),
     resolved_at       timestamptz NULL,
+    replay_id         bigint      NULL,
     PRIMARY KEY (consumer_group, topic, kafka_partition, kafka_offset)
 )`,
 		`CREATE INDEX IF NOT EXISTS ` + pgident.Quote(ParkedTable+"_event_idx") + ` ON ` + p + ` (consumer_group, event_id)`,
@@ -65,13 +68,20 @@ func parkedDDL(schemaQ string) []string {
     requested_by   text        NOT NULL,
     reason         text        NOT NULL,
     selector       jsonb       NOT NULL,
-    started_at     timestamptz NOT NULL DEFAULT now(),
+    status         text        NOT NULL CHECK (status IN ('REQUESTED', 'RUNNING', 'DONE', 'FAILED')),
+    rate           float8      NOT NULL,
+    requested_at   timestamptz NOT NULL DEFAULT now(),
+    started_at     timestamptz NULL,
+    heartbeat_at   timestamptz NULL,
     finished_at    timestamptz NULL,
     selected       int         NOT NULL DEFAULT 0,
     applied        int         NOT NULL DEFAULT 0,
     duplicates     int         NOT NULL DEFAULT 0,
-    failed         int         NOT NULL DEFAULT 0
+    failed         int         NOT NULL DEFAULT 0,
+    error          text        NULL
 )`,
+		`CREATE INDEX IF NOT EXISTS ` + pgident.Quote(ReplayTable+"_open_idx") + ` ON ` + schemaQ + `.` + pgident.Quote(ReplayTable) +
+			` (consumer_group, replay_id) WHERE status IN ('REQUESTED', 'RUNNING')`,
 	}
 }
 

@@ -8,10 +8,8 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/lib/pq"
 	"github.com/segmentio/kafka-go"
 
-	"github.com/outbox-operator/outbox-operator/internal/redact"
 )
 
 // ReplaySelector picks parked messages of the consumer group (status PARKED). Empty
@@ -28,6 +26,10 @@ type ReplaySelector struct {
 func (s ReplaySelector) empty() bool {
 	return len(s.EventIDs) == 0 && s.EventType == "" && s.ErrorCode == "" && s.Since.IsZero() && s.Until.IsZero()
 }
+
+// minReplayRate keeps the gap between two replayed messages (and so between two
+// heartbeats) well under replayStale.
+const minReplayRate = 0.1
 
 // ReplayOptions say who replays and how fast.
 type ReplayOptions struct {
@@ -49,54 +51,76 @@ type ReplayResult struct {
 	Failed     int // the handler failed again: still parked, attempts and error updated
 }
 
+func (o *ReplayOptions) check(sel ReplaySelector) error {
+	if o.RequestedBy == "" || o.Reason == "" {
+		return errors.New("inbox: a replay needs RequestedBy and Reason (they are recorded)")
+	}
+	if sel.empty() {
+		return errors.New("inbox: a replay needs a selector (event ids, event type, error code or a time range)")
+	}
+	switch {
+	case o.Rate == 0:
+		o.Rate = 50
+	case o.Rate < minReplayRate:
+		return fmt.Errorf("inbox: replay rate %g/s is below %g/s (a replay this slow would look abandoned)", o.Rate, minReplayRate)
+	}
+	if o.Limit <= 0 {
+		o.Limit = 1000
+	}
+	return nil
+}
+
 // Replay handles parked messages again with their original event ids, in their
 // original order (topic, partition, offset), each in one transaction that also marks
 // its parked row REPLAYED: the effect and the resolution commit together or not at
 // all. The dedup row still guards: a message that already had its effect is a
 // duplicate and is only marked. A message that fails again stays parked with its
 // attempts and error updated. Every replay is recorded in ReplayTable.
+//
+// Replay runs in the caller; RequestReplay asks a running Consumer to do it.
 func (c *Consumer) Replay(ctx context.Context, sel ReplaySelector, o ReplayOptions) (ReplayResult, error) {
-	var res ReplayResult
-	if o.RequestedBy == "" || o.Reason == "" {
-		return res, errors.New("inbox: a replay needs RequestedBy and Reason (they are recorded)")
+	if err := o.check(sel); err != nil {
+		return ReplayResult{}, err
 	}
-	if sel.empty() {
-		return res, errors.New("inbox: a replay needs a selector (event ids, event type, error code or a time range)")
-	}
-	if o.Rate <= 0 {
-		o.Rate = 50
-	}
-	if o.Limit <= 0 {
-		o.Limit = 1000
-	}
-	rows, err := c.s.selectParked(ctx, sel, o.Limit)
+	req, err := c.s.requestReplay(ctx, sel, o, replayRunning)
 	if err != nil {
-		return res, err
+		return ReplayResult{}, err
+	}
+	return c.runReplay(ctx, req.ID, o.Rate)
+}
+
+// runReplay replays the parked rows tagged with replay id, records progress after
+// each and the end (DONE, or FAILED with the error).
+func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (ReplayResult, error) {
+	res := ReplayResult{ReplayID: id}
+	rows, err := c.s.selectParked(ctx, id)
+	if err != nil {
+		return res, c.s.endReplay(ctx, res, err)
 	}
 	res.Selected = len(rows)
-	if res.ReplayID, err = c.s.startReplay(ctx, sel, o); err != nil {
-		return res, err
-	}
-	tick := time.NewTicker(time.Duration(float64(time.Second) / o.Rate))
+	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
 	for i, p := range rows {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-				return res, c.s.finishReplay(context.WithoutCancel(ctx), res, ctx.Err())
+				return res, c.s.endReplay(ctx, res, ctx.Err())
 			case <-tick.C:
 			}
 		}
 		if err := c.replayOne(ctx, p, &res); err != nil {
-			return res, c.s.finishReplay(context.WithoutCancel(ctx), res, err)
+			return res, c.s.endReplay(ctx, res, err)
+		}
+		if err := c.s.replayProgress(ctx, res); err != nil {
+			return res, c.s.endReplay(ctx, res, err)
 		}
 	}
 	if c.o.HoldAggregateOnPark {
 		if err := c.loadHeld(ctx); err != nil {
-			return res, c.s.finishReplay(context.WithoutCancel(ctx), res, err)
+			return res, c.s.endReplay(ctx, res, err)
 		}
 	}
-	return res, c.s.finishReplay(ctx, res, nil)
+	return res, c.s.endReplay(ctx, res, nil)
 }
 
 // replayOne handles one parked message; only a consumer database fault is an error.
@@ -128,24 +152,13 @@ func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayRe
 // storedMessage is a parked row as the Kafka message it was.
 type storedMessage struct{ km kafka.Message }
 
-func (s *Store) selectParked(ctx context.Context, sel ReplaySelector, limit int) ([]storedMessage, error) {
-	var since, until any
-	if !sel.Since.IsZero() {
-		since = sel.Since
-	}
-	if !sel.Until.IsZero() {
-		until = sel.Until
-	}
+// selectParked returns the PARKED rows tagged with replay id, in their original order.
+func (s *Store) selectParked(ctx context.Context, id int64) ([]storedMessage, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT topic, kafka_partition, kafka_offset, message_key, headers, payload
-FROM `+s.parked+`
-WHERE consumer_group = $1 AND status = 'PARKED'
-  AND (COALESCE(cardinality($2::text[]), 0) = 0 OR event_id = ANY($2))
-  AND ($3 = '' OR event_type = $3) AND ($4 = '' OR error_code = $4)
-  AND ($5::timestamptz IS NULL OR first_seen_at >= $5) AND ($6::timestamptz IS NULL OR first_seen_at < $6)
-ORDER BY topic, kafka_partition, kafka_offset LIMIT $7`,
-		s.group, pq.Array(sel.EventIDs), sel.EventType, sel.ErrorCode, since, until, limit)
+FROM `+s.parked+` WHERE consumer_group = $1 AND replay_id = $2 AND status = 'PARKED'
+ORDER BY topic, kafka_partition, kafka_offset`, s.group, id)
 	if err != nil {
-		return nil, fmt.Errorf("inbox: select parked messages: %w", err)
+		return nil, storeErr("select parked messages of replay %d: %w", id, err)
 	}
 	defer rows.Close()
 	var out []storedMessage
@@ -153,7 +166,7 @@ ORDER BY topic, kafka_partition, kafka_offset LIMIT $7`,
 		var km kafka.Message
 		var hj []byte
 		if err := rows.Scan(&km.Topic, &km.Partition, &km.Offset, &km.Key, &hj, &km.Value); err != nil {
-			return nil, fmt.Errorf("inbox: read parked message: %w", err)
+			return nil, storeErr("read parked message: %w", err)
 		}
 		var hs map[string]string
 		if err := json.Unmarshal(hj, &hs); err != nil {
@@ -176,30 +189,3 @@ WHERE consumer_group = $1 AND topic = $2 AND kafka_partition = $3 AND kafka_offs
 	return nil
 }
 
-func (s *Store) startReplay(ctx context.Context, sel ReplaySelector, o ReplayOptions) (int64, error) {
-	sj, err := json.Marshal(sel)
-	if err != nil {
-		return 0, fmt.Errorf("inbox: encode selector: %w", err)
-	}
-	var id int64
-	err = s.db.QueryRowContext(ctx, `INSERT INTO `+s.replays+` (consumer_group, requested_by, reason, selector)
-VALUES ($1, $2, $3, $4) RETURNING replay_id`, s.group, o.RequestedBy, redact.Truncate(o.Reason, maxErrorMessage), sj).Scan(&id)
-	if err != nil {
-		return 0, fmt.Errorf("inbox: record replay: %w", err)
-	}
-	return id, nil
-}
-
-// finishReplay records the counts and returns runErr (or the recording's error).
-func (s *Store) finishReplay(ctx context.Context, r ReplayResult, runErr error) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE `+s.replays+`
-SET finished_at = now(), selected = $2, applied = $3, duplicates = $4, failed = $5 WHERE replay_id = $1`,
-		r.ReplayID, r.Selected, r.Applied, r.Duplicates, r.Failed)
-	if runErr != nil {
-		return runErr
-	}
-	if err != nil {
-		return fmt.Errorf("inbox: record replay %d result: %w", r.ReplayID, err)
-	}
-	return nil
-}

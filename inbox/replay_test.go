@@ -6,6 +6,7 @@ import (
 	"errors"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/outbox-operator/outbox-operator/inbox"
 )
@@ -95,5 +96,61 @@ func TestReplayThatFailsAgainStaysParked(t *testing.T) {
 	var attempts int
 	if err := db.QueryRow(`SELECT attempts FROM message_consume_parked WHERE event_id = 'p1' AND status = 'PARKED'`).Scan(&attempts); err != nil || attempts != 2 {
 		t.Fatalf("attempts %d (%v), want 2", attempts, err)
+	}
+}
+
+// TestRequestedReplayIsServedByTheRunningConsumer: a replay requested from outside
+// the application (as a DeadLetterReplay Job does) is taken by the group's running
+// consumer, which replays the parked message with its own handler and records DONE.
+func TestRequestedReplayIsServedByTheRunningConsumer(t *testing.T) {
+	db, s := setup(t)
+	b := topicWith(t, 1, event{"p1", "u1", 1, `{}`}.kafka(""), event{"ok", "u2", 1, `{}`}.kafka(""))
+	var broken atomic.Bool
+	broken.Store(true)
+	var calls atomic.Int32
+	fn := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
+		if broken.Load() && m.EventID == "p1" {
+			return "", inbox.Permanent(errors.New("unknown currency"))
+		}
+		return addPoints(&calls)(ctx, tx, m)
+	}
+	tl := newTally(2)
+	o := fastOptions(tl)
+	o.ReplayPoll = 20 * time.Millisecond
+	c, err := inbox.NewConsumer(s, fn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx, r) }()
+	<-tl.done
+	broken.Store(false)
+	if _, err := inbox.RequestReplay(ctx, db, "public", "points", inbox.ReplaySelector{}, inbox.ReplayOptions{RequestedBy: "x", Reason: "y"}); err == nil {
+		t.Fatal("a request without a selector was accepted")
+	}
+	req, err := inbox.RequestReplay(ctx, db, "public", "points", inbox.ReplaySelector{EventType: "PaymentSucceeded"},
+		inbox.ReplayOptions{RequestedBy: "DeadLetterReplay default/fix-currency", Reason: "currency table updated"})
+	if err != nil || req.Selected != 1 {
+		t.Fatalf("request %+v %v, want 1 selected", req, err)
+	}
+	var st inbox.ReplayState
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if st, err = inbox.ReplayStatus(ctx, db, "public", "points", req.ID); err != nil || st.Status == inbox.ReplayDone {
+			break
+		}
+	}
+	if err != nil || st.Status != inbox.ReplayDone || st.Applied != 1 || st.Selected != 1 {
+		t.Fatalf("replay state %+v (%v), want DONE with 1 applied", st, err)
+	}
+	if total(t, db, "u1") != 10 || len(parkedRows(t, db, "points")) != 0 {
+		t.Fatalf("u1 total %d, parked %v", total(t, db, "u1"), parkedRows(t, db, "points"))
+	}
+	cancel()
+	if err := <-errc; !errors.Is(err, context.Canceled) {
+		t.Fatalf("Run: %v", err)
 	}
 }
