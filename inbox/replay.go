@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-
 )
 
 // ReplaySelector picks parked messages of the consumer group (status PARKED). Empty
@@ -188,4 +187,3 @@ WHERE consumer_group = $1 AND topic = $2 AND kafka_partition = $3 AND kafka_offs
 	}
 	return nil
 }
-
