@@ -4,7 +4,6 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"sync"
 
 	"github.com/lib/pq"
 )
@@ -62,17 +61,21 @@ WHERE c.consumer_group = $1 AND c.event_id = u.event_id`
 type prepared struct{ claim, finish *sql.Stmt }
 
 func (s *Store) prepare(ctx context.Context) error {
-	s.prepOnce.Do(func() {
-		if s.stmts.claim, s.prepErr = s.db.PrepareContext(ctx, claimSQL(s.consume, s.version)); s.prepErr != nil {
-			return
-		}
-		s.stmts.finish, s.prepErr = s.db.PrepareContext(ctx, finishSQL(s.consume))
-	})
-	if s.prepErr != nil {
-		err := s.prepErr
-		s.prepOnce = sync.Once{} // a database that was down may be back next time
+	s.prepMu.Lock()
+	defer s.prepMu.Unlock()
+	if s.stmts.claim != nil {
+		return nil
+	}
+	claim, err := s.db.PrepareContext(ctx, claimSQL(s.consume, s.version))
+	if err != nil {
+		return storeErr("prepare (run inbox.Migrate?): %w", err) // tried again next time
+	}
+	finish, err := s.db.PrepareContext(ctx, finishSQL(s.consume))
+	if err != nil {
+		claim.Close()
 		return storeErr("prepare (run inbox.Migrate?): %w", err)
 	}
+	s.stmts = prepared{claim: claim, finish: finish}
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 )
 
 // Fetcher is the part of *kafka.Reader that a Consumer uses.
@@ -79,6 +80,9 @@ func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe f
 // Run (or Consume) on the same reader handles them first. kafka-go has already moved
 // past them, so without that a second call would skip them silently.
 func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
+	if err := c.s.prepare(ctx); pgerr.IsUndefinedTable(err) {
+		return fmt.Errorf("inbox: the consumer tables are missing (run inbox.Migrate): %w", err)
+	} // any other fault (a database not up yet) is waited out per message
 	if c.o.HoldAggregateOnPark {
 		if err := c.loadHeld(ctx); err != nil {
 			return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -114,5 +115,44 @@ func TestDatabaseOutageIsWaitedOut(t *testing.T) {
 	var sum int
 	if err := db.QueryRow(`SELECT sum(total) FROM points`).Scan(&sum); err != nil || sum != 4000 {
 		t.Fatalf("sum %d (%v), want 4000: an effect was lost or doubled", sum, err)
+	}
+}
+
+// TestRunWithoutTablesSaysRunMigrate: a consumer database without the inbox tables
+// is a set-up error, reported at once with what to do, not waited out forever.
+func TestRunWithoutTablesSaysRunMigrate(t *testing.T) {
+	_, db := srv.OpenDatabase(t)
+	s, err := inbox.New(db, "public", "points")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := inbox.NewConsumer(s, func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }, inbox.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := topicWith(t, 1)
+	r := reader(b, "points")
+	defer r.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := c.Run(ctx, r); err == nil || !strings.Contains(err.Error(), "run inbox.Migrate") {
+		t.Fatalf("Run = %v, want an error saying to run inbox.Migrate", err)
+	}
+}
+
+// TestNewConsumerRejectsBadOptions: options that cannot work are refused up front.
+func TestNewConsumerRejectsBadOptions(t *testing.T) {
+	_, s := setup(t)
+	fn := func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }
+	for _, o := range []inbox.Options{
+		{MaxAttempts: -1}, {BatchSize: 20000}, {Backoff: time.Second, MaxBackoff: time.Millisecond},
+		{DeadLetterTopic: "dlq"}, // no writer
+	} {
+		if _, err := inbox.NewConsumer(s, fn, o); err == nil {
+			t.Errorf("NewConsumer accepted %+v", o)
+		}
+	}
+	if _, err := inbox.NewConsumer(nil, fn, inbox.Options{}); err == nil {
+		t.Error("NewConsumer accepted a nil Store")
 	}
 }

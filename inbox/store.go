@@ -64,9 +64,8 @@ type Store struct {
 	parked  string // quoted schema.message_consume_parked
 	replays string // quoted schema.message_consume_replay
 
-	prepOnce sync.Once
-	stmts    prepared
-	prepErr  error
+	prepMu sync.Mutex // guards stmts, prepared on first use
+	stmts  prepared
 }
 
 // VersionTable is the table of last applied aggregate versions per consumer group.
