@@ -48,8 +48,8 @@ type RetentionPolicySpec struct {
 	// +optional
 	SentRetention *metav1.Duration `json:"sentRetention,omitempty"`
 
-	// DeadRetention keeps DEAD rows at least this long after created_at, so they can be
-	// inspected and replayed.
+	// DeadRetention keeps DEAD rows at least this long after they became DEAD (their
+	// updated_at), so they can be inspected and replayed.
 	// +kubebuilder:default="720h"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`

@@ -60,7 +60,7 @@ const (
 	// CodeAuthenticationFailed: the broker refused the worker's SASL credentials or
 	// mechanism. Transient, not DEAD: it is a property of the deployment (a wrong or
 	// rotated Secret), not of the event, so fixing the Secret must let the backlog flow
-	// on; the retries still count against --max-attempts like any other outage.
+	// on. Like every broker-wide code it pauses the worker without counting attempts.
 	CodeAuthenticationFailed = "AUTHENTICATION_FAILED"
 	// CodeTLSFailed: the TLS handshake with a broker failed (unknown CA, wrong host
 	// name, plaintext listener). Transient for the same reason as authentication.
@@ -68,7 +68,6 @@ const (
 	CodeInvalidHeaders   = "INVALID_HEADERS"
 	CodeInvalidPayload   = "INVALID_PAYLOAD"
 	CodeEmptyDestination = "EMPTY_DESTINATION"
-	CodeEmptyKey         = "EMPTY_KEY"
 )
 
 // BrokerCodes are the codes of the Transient and Unknown classes: failures of the
