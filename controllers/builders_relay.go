@@ -75,13 +75,6 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 	if p.Spec.Paused {
 		replicas = 0
 	}
-	podAnn := map[string]string{}
-	for k, v := range p.Spec.PodAnnotations {
-		podAnn[k] = v
-	}
-	podAnn[AnnotationSecretHash] = secretHash
-	podAnn["kubectl.kubernetes.io/default-container"] = "relay"
-
 	resources := defaultResources()
 	if p.Spec.Resources != nil {
 		resources = *p.Spec.Resources.DeepCopy()
@@ -90,77 +83,14 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 	tv, tm := tmpVolume()
 	vols = append(vols, tv)
 	mounts = append(mounts, tm)
-
-	envs := sourceEnv(p)
-	envs = append(envs, kafkaEnv(p)...)
-	envs = append(envs,
-		env(contract.EnvBatchSize, strconv.Itoa(int(r.BatchSize))),
-		env(contract.EnvLease, goDuration(r.Lease)),
-		env(contract.EnvPollInterval, goDuration(r.PollInterval)),
-		env(contract.EnvMaxAttempts, strconv.Itoa(int(r.MaxAttempts))),
-		env(contract.EnvMinBackoff, goDuration(r.MinBackoff)),
-		env(contract.EnvMaxBackoff, goDuration(r.MaxBackoff)),
-		env(contract.EnvUnknownTopicGrace, goDuration(r.UnknownTopicGrace)),
-		corev1.EnvVar{Name: contract.EnvWorkerID, ValueFrom: &corev1.EnvVarSource{
-			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
-		}},
-		env(contract.EnvMetricsAddr, ":"+strconv.Itoa(metricsPort)),
-		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
-	)
-	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
-		// The relay runs with a high GOGC; the memory limit makes the collector work
-		// harder near the container's limit instead of letting the pod be OOM-killed.
-		envs = append(envs, corev1.EnvVar{Name: contract.EnvGoMemLimit, ValueFrom: &corev1.EnvVarSource{
-			ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "relay", Resource: "limits.memory"},
-		}})
-	}
 	image := imageFor(p, defaultImage)
-
-	grace := int64(contract.TerminationGrace(r.Lease.Duration) / time.Second)
-
-	relay := corev1.Container{
-		Name:            "relay",
-		Image:           image,
-		ImagePullPolicy: p.Spec.ImagePullPolicy,
-		Command:         []string{RelayBinary},
-		Args:            []string{"relay"},
-		Env:             envs,
-		Ports: []corev1.ContainerPort{
-			{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
-			{Name: "health", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP},
-		},
-		LivenessProbe: &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/healthz", Port: intstr.FromString("health")}},
-			PeriodSeconds:    10,
-			TimeoutSeconds:   3,
-			FailureThreshold: 3,
-		},
-		ReadinessProbe: &corev1.Probe{
-			ProbeHandler:     corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("health")}},
-			PeriodSeconds:    5,
-			TimeoutSeconds:   3,
-			FailureThreshold: 3,
-		},
-		Resources:                resources,
-		SecurityContext:          ContainerSecurityContext(),
-		VolumeMounts:             mounts,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
+	relay := relayContainer(p, image, relayEnv(p, resources), resources, mounts)
 	var inits []corev1.Container
 	if p.Spec.Source.Migrate {
-		inits = append(inits, corev1.Container{
-			Name:                     "migrate",
-			Image:                    image,
-			ImagePullPolicy:          p.Spec.ImagePullPolicy,
-			Command:                  []string{RelayBinary},
-			Args:                     []string{"migrate"},
-			Env:                      sourceEnv(p),
-			Resources:                resources,
-			SecurityContext:          ContainerSecurityContext(),
-			VolumeMounts:             []corev1.VolumeMount{tm},
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		})
+		inits = append(inits, migrateContainer(p, image, resources, tm))
 	}
+	grace := int64(contract.TerminationGrace(r.Lease.Duration) / time.Second)
+	podAnn := relayPodAnnotations(p, secretHash)
 
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
@@ -204,5 +134,91 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 				},
 			},
 		},
+	}
+}
+
+// relayPodAnnotations are the user's pod annotations plus the Secret fingerprint that
+// rolls the pods when a referenced credential changes.
+func relayPodAnnotations(p *outboxv1.OutboxPipeline, secretHash string) map[string]string {
+	ann := map[string]string{}
+	for k, v := range p.Spec.PodAnnotations {
+		ann[k] = v
+	}
+	ann[AnnotationSecretHash] = secretHash
+	ann["kubectl.kubernetes.io/default-container"] = "relay"
+	return ann
+}
+
+// relayEnv is the relay container's configuration, in the names of the worker
+// contract (internal/contract).
+func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements) []corev1.EnvVar {
+	r := p.Spec.Relay
+	envs := sourceEnv(p)
+	envs = append(envs, kafkaEnv(p)...)
+	envs = append(envs,
+		env(contract.EnvBatchSize, strconv.Itoa(int(r.BatchSize))),
+		env(contract.EnvLease, goDuration(r.Lease)),
+		env(contract.EnvPollInterval, goDuration(r.PollInterval)),
+		env(contract.EnvMaxAttempts, strconv.Itoa(int(r.MaxAttempts))),
+		env(contract.EnvMinBackoff, goDuration(r.MinBackoff)),
+		env(contract.EnvMaxBackoff, goDuration(r.MaxBackoff)),
+		env(contract.EnvUnknownTopicGrace, goDuration(r.UnknownTopicGrace)),
+		corev1.EnvVar{Name: contract.EnvWorkerID, ValueFrom: &corev1.EnvVarSource{
+			FieldRef: &corev1.ObjectFieldSelector{APIVersion: "v1", FieldPath: "metadata.name"},
+		}},
+		env(contract.EnvMetricsAddr, ":"+strconv.Itoa(metricsPort)),
+		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
+	)
+	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
+		// The relay runs with a high GOGC; the memory limit makes the collector work
+		// harder near the container's limit instead of letting the pod be OOM-killed.
+		envs = append(envs, corev1.EnvVar{Name: contract.EnvGoMemLimit, ValueFrom: &corev1.EnvVarSource{
+			ResourceFieldRef: &corev1.ResourceFieldSelector{ContainerName: "relay", Resource: "limits.memory"},
+		}})
+	}
+	return envs
+}
+
+// relayContainer runs `relayworker relay` with its metrics and health ports.
+func relayContainer(p *outboxv1.OutboxPipeline, image string, envs []corev1.EnvVar, resources corev1.ResourceRequirements, mounts []corev1.VolumeMount) corev1.Container {
+	probe := func(path string, period int32) *corev1.Probe {
+		return &corev1.Probe{
+			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}},
+			PeriodSeconds: period, TimeoutSeconds: 3, FailureThreshold: 3,
+		}
+	}
+	return corev1.Container{
+		Name:            "relay",
+		Image:           image,
+		ImagePullPolicy: p.Spec.ImagePullPolicy,
+		Command:         []string{RelayBinary},
+		Args:            []string{"relay"},
+		Env:             envs,
+		Ports: []corev1.ContainerPort{
+			{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
+			{Name: "health", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP},
+		},
+		LivenessProbe:            probe("/healthz", 10),
+		ReadinessProbe:           probe("/readyz", 5),
+		Resources:                resources,
+		SecurityContext:          ContainerSecurityContext(),
+		VolumeMounts:             mounts,
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	}
+}
+
+// migrateContainer runs `relayworker migrate` before the relay (spec.source.migrate).
+func migrateContainer(p *outboxv1.OutboxPipeline, image string, resources corev1.ResourceRequirements, tmp corev1.VolumeMount) corev1.Container {
+	return corev1.Container{
+		Name:                     "migrate",
+		Image:                    image,
+		ImagePullPolicy:          p.Spec.ImagePullPolicy,
+		Command:                  []string{RelayBinary},
+		Args:                     []string{"migrate"},
+		Env:                      sourceEnv(p),
+		Resources:                resources,
+		SecurityContext:          ContainerSecurityContext(),
+		VolumeMounts:             []corev1.VolumeMount{tmp},
+		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 	}
 }
