@@ -52,6 +52,8 @@ type Options struct {
 	// eventId, topic, partition, offset, attempt, code). Never payloads.
 	Log logr.Logger
 	// Observe, if set, sees every message's outcome after its transaction committed.
+	// It is called from each partition's lane, so possibly from several goroutines at
+	// once: it must be safe for that, and quick (it runs before the lane's next batch).
 	Observe func(Message, Outcome)
 	// ReplayPoll is how often Run looks for replay requests (RequestReplay, e.g. from
 	// a DeadLetterReplay); default 5s, negative: never.
