@@ -169,3 +169,37 @@ func TestCommandLeaseIsFenced(t *testing.T) {
 		t.Fatalf("status %s (%v), calls %d: want DONE after two calls with one key", st, err, sent.of("pay-3"))
 	}
 }
+
+// TestStoppedDispatcherHandsBackWhatItDidNotCall: a paced dispatcher stopped after
+// one call leaves the other claimed commands PENDING with no attempt counted, not
+// RUNNING until their lease ends.
+func TestStoppedDispatcherHandsBackWhatItDidNotCall(t *testing.T) {
+	db, s := setup(t)
+	cmds, _ := inbox.NewCommands(db, "public", "notify")
+	ctx := context.Background()
+	for i := range 5 {
+		if _, err := s.Handle(ctx, msg(id(i), int64(i+1), `{}`), func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
+			return "", cmds.Enqueue(ctx, tx, inbox.Command{Kind: "sms", Key: m.EventID})
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var sent calls
+	first := make(chan struct{})
+	stop := dispatch(t, cmds, func(_ context.Context, c inbox.Command) error {
+		if sent.add(c.Key) == 1 && c.Key == "0" {
+			close(first)
+		}
+		return nil
+	}, inbox.DispatchOptions{Rate: 0.5, Poll: 10 * time.Millisecond}) // one call per 2 s
+	<-first
+	stop()
+	var pending, running int
+	if err := db.QueryRow(`SELECT count(*) FILTER (WHERE status = 'PENDING' AND attempts = 0),
+		count(*) FILTER (WHERE status = 'RUNNING') FROM message_command`).Scan(&pending, &running); err != nil {
+		t.Fatal(err)
+	}
+	if pending != 4 || running != 0 {
+		t.Fatalf("%d pending with no attempt, %d running; want 4 and 0", pending, running)
+	}
+}

@@ -68,6 +68,10 @@ func TestPoisonIsParkedAfterItsAttemptsAndLaterMessagesFlow(t *testing.T) {
 	if n, err := s.ParkedCount(context.Background()); err != nil || n != 1 {
 		t.Fatalf("ParkedCount = %d, %v", n, err)
 	}
+	if ps, err := s.Parked(context.Background(), 10); err != nil || len(ps) != 1 || ps[0].EventID != "poison" ||
+		ps[0].Attempts != 3 || ps[0].ErrorCode != inbox.CodeRetriesExhausted || ps[0].Offset != 0 {
+		t.Fatalf("Parked = %+v, %v", ps, err)
+	}
 	if got := value(t, m.Counter("inbox_consume_dead_total", "points", "payments", "PaymentSucceeded", inbox.CodeRetriesExhausted)); got != 1 {
 		t.Errorf("inbox_consume_dead_total = %v, want 1", got)
 	}
@@ -132,4 +136,36 @@ func value(t *testing.T, c prometheus.Counter) float64 {
 		t.Fatal(err)
 	}
 	return m.GetCounter().GetValue()
+}
+
+// TestPoisonSentTwiceIsOneParkedRow: the same bad event at two offsets (sent twice)
+// is one parked row with the attempts of both, counted once.
+func TestPoisonSentTwiceIsOneParkedRow(t *testing.T) {
+	db, s := setup(t)
+	poison := event{"poison", "u1", 1, `{}`}.kafka("")
+	b := topicWith(t, 1, poison, event{"ok", "u2", 1, `{}`}.kafka(""), poison)
+	var calls atomic.Int32
+	fn := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
+		if m.EventID == "poison" {
+			return "", inbox.Permanent(errors.New("cannot decode"))
+		}
+		return addPoints(&calls)(ctx, tx, m)
+	}
+	tl := newTally(3)
+	o := fastOptions(tl)
+	o.Metrics = inbox.NewMetrics()
+	c, err := inbox.NewConsumer(s, fn, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	runUntil(t, c, r, tl)
+	var rows, attempts int
+	if err := db.QueryRow(`SELECT count(*), sum(attempts) FROM message_consume_parked WHERE event_id = 'poison'`).Scan(&rows, &attempts); err != nil || rows != 1 || attempts != 2 {
+		t.Fatalf("parked rows %d with %d attempts (%v), want 1 row with 2", rows, attempts, err)
+	}
+	if got := value(t, o.Metrics.Counter("inbox_consume_dead_total", "points", "payments", "PaymentSucceeded", inbox.CodePermanent)); got != 1 || tl.get(inbox.Parked) != 2 {
+		t.Fatalf("dead counter %v, parked outcomes %d; want 1 and 2", got, tl.get(inbox.Parked))
+	}
 }

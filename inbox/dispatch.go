@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/redact"
@@ -25,8 +26,9 @@ type DispatchOptions struct {
 	// Batch is how many due commands one claim takes (default 10).
 	Batch int
 	// Lease is how long a claim is this dispatcher's (default 30s). A call must end
-	// well within it: its context is cancelled at three quarters of the lease, and
-	// after the lease another dispatcher may make the call again (same key).
+	// well within it: its context is cancelled at three quarters of the lease after
+	// the claim, commands the pace did not reach by then are handed back uncalled,
+	// and after the lease another dispatcher may make the call again (same key).
 	Lease time.Duration
 	// Poll is the wait when nothing is due (default 200ms).
 	Poll time.Duration
@@ -35,7 +37,7 @@ type DispatchOptions struct {
 	// Backoff and MaxBackoff space the retries (default 1s doubling to 5m, jittered).
 	Backoff, MaxBackoff time.Duration
 	// Rate bounds the calls per second (0: unbounded), for rate-limited downstreams
-	// such as SMS gateways.
+	// such as SMS gateways. A claim then takes at most Rate x Lease / 2 commands.
 	Rate float64
 	// Log receives one line per failed call and park (keys consumerGroup, kind,
 	// idempotencyKey, attempt).
@@ -87,23 +89,36 @@ func (c *Commands) Dispatch(ctx context.Context, fn CommandFunc, o DispatchOptio
 		defer t.Stop()
 		pace = t.C
 	}
+	batch := o.Batch
+	if o.Rate > 0 { // claim no more than the pace lets us call within half a lease
+		batch = max(1, min(batch, int(o.Rate*o.Lease.Seconds()/2)))
+	}
 	for {
 		token := newToken()
-		batch, err := c.claim(ctx, token, o)
+		claimedAt := time.Now()
+		held, err := c.claim(ctx, token, batch, o.Lease)
 		if err != nil && ctx.Err() == nil {
 			o.Log.Error(err, "could not claim commands; retrying", "consumerGroup", c.group)
 		}
-		for _, cl := range batch {
+		// Each call must end by 3/4 of the lease, counted from the claim.
+		deadline := claimedAt.Add(o.Lease * 3 / 4)
+		for i, cl := range held {
 			if pace != nil {
 				select {
 				case <-ctx.Done():
-					return ctx.Err()
 				case <-pace:
 				}
 			}
-			c.run(ctx, token, cl, fn, o, retry)
+			if ctx.Err() != nil || time.Now().After(deadline) {
+				c.release(ctx, token, held[i:], o.Log) // not called: due again at once
+				break
+			}
+			c.run(ctx, token, deadline, cl, fn, o, retry)
 		}
-		if len(batch) == 0 {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if len(held) == 0 {
 			if err := sleep(ctx, o.Poll); err != nil {
 				return err
 			}
@@ -111,8 +126,23 @@ func (c *Commands) Dispatch(ctx context.Context, fn CommandFunc, o DispatchOptio
 	}
 }
 
+// release hands claimed commands that were not called back, so they are due at once
+// (for any dispatcher) instead of after their lease.
+func (c *Commands) release(ctx context.Context, token string, cls []claimed, log logr.Logger) {
+	ids := make([]int64, len(cls))
+	for i, cl := range cls {
+		ids[i] = cl.id
+	}
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if _, err := c.db.ExecContext(rctx, `UPDATE `+c.table+` SET status = 'PENDING', owner_token = NULL, lease_until = NULL,
+attempts = attempts - 1 WHERE command_id = ANY($1) AND owner_token = $2`, pq.Array(ids), token); err != nil {
+		log.Error(err, "could not release unsent commands; they are due again after their lease", "consumerGroup", c.group)
+	}
+}
+
 // claim takes due PENDING commands and RUNNING ones whose lease ran out.
-func (c *Commands) claim(ctx context.Context, token string, o DispatchOptions) ([]claimed, error) {
+func (c *Commands) claim(ctx context.Context, token string, batch int, lease time.Duration) ([]claimed, error) {
 	rows, err := c.db.QueryContext(ctx, `UPDATE `+c.table+` t
 SET status = 'RUNNING', owner_token = $2, lease_until = now() + make_interval(secs => $3), attempts = t.attempts + 1
 WHERE t.command_id IN (
@@ -120,7 +150,7 @@ WHERE t.command_id IN (
     WHERE consumer_group = $1 AND next_attempt_at <= now()
       AND (status = 'PENDING' OR status = 'RUNNING' AND lease_until < now())
     ORDER BY next_attempt_at, command_id LIMIT $4 FOR UPDATE SKIP LOCKED)
-RETURNING t.command_id, t.kind, t.idempotency_key, t.payload, t.attempts`, c.group, token, o.Lease.Seconds(), o.Batch)
+RETURNING t.command_id, t.kind, t.idempotency_key, t.payload, t.attempts`, c.group, token, lease.Seconds(), batch)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim commands: %w", err)
 	}
@@ -137,8 +167,8 @@ RETURNING t.command_id, t.kind, t.idempotency_key, t.payload, t.attempts`, c.gro
 }
 
 // run makes one call and records its result, fenced by the owner token.
-func (c *Commands) run(ctx context.Context, token string, cl claimed, fn CommandFunc, o DispatchOptions, retry backoff.Policy) {
-	cctx, cancel := context.WithTimeout(ctx, o.Lease*3/4)
+func (c *Commands) run(ctx context.Context, token string, deadline time.Time, cl claimed, fn CommandFunc, o DispatchOptions, retry backoff.Policy) {
+	cctx, cancel := context.WithDeadline(ctx, deadline)
 	err := callCommand(cctx, fn, cl.cmd)
 	cancel()
 	log := o.Log.WithValues("consumerGroup", c.group, "kind", cl.cmd.Kind, "idempotencyKey", cl.cmd.Key, "attempt", cl.cmd.Attempt)

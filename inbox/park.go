@@ -14,9 +14,10 @@ import (
 func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts int) error {
 	code := parkCode(cause)
 	row := parkedRow{km: in.km, m: in.m, code: code, err: cause, attempts: attempts}
+	var fresh bool
 	for n := 1; ; n++ {
-		err := c.s.park(ctx, row)
-		if err == nil {
+		var err error
+		if fresh, err = c.s.park(ctx, row); err == nil {
 			break
 		}
 		if ctx.Err() != nil {
@@ -26,6 +27,12 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 		if err := sleep(ctx, c.retry.Delay(n)); err != nil {
 			return err
 		}
+	}
+	if !fresh { // a redelivery of a parked message: counted and copied the first time
+		c.o.Log.Info("redelivered message is already parked", "consumerGroup", c.s.group, "eventId", in.m.EventID,
+			"topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset)
+		c.observe(in.m, Parked)
+		return nil
 	}
 	c.o.Metrics.parked(c.s.group, in.km.Topic, in.m, code)
 	c.o.Log.Info("message parked", "consumerGroup", c.s.group, "eventId", in.m.EventID, "code", code,
@@ -37,9 +44,7 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 		c.mu.Unlock()
 	}
 	c.deadLetter(ctx, in, code)
-	if c.o.Observe != nil {
-		c.o.Observe(in.m, Parked)
-	}
+	c.observe(in.m, Parked)
 	return nil
 }
 
@@ -95,4 +100,10 @@ func (c *Consumer) isHeld(m Message) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.held[aggKey{m.AggregateType, m.AggregateID}]
+}
+
+func (c *Consumer) observe(m Message, o Outcome) {
+	if c.o.Observe != nil {
+		c.o.Observe(m, o)
+	}
 }

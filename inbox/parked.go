@@ -4,7 +4,9 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"time"
 
 	"github.com/segmentio/kafka-go"
 
@@ -94,32 +96,54 @@ type parkedRow struct {
 	attempts int
 }
 
-// park inserts (or, for a redelivery of a message parked before its offset commit,
-// refreshes) the parked row in its own transaction. The caller commits the offset
-// only after park returned nil.
-func (s *Store) park(ctx context.Context, p parkedRow) error {
+// park records p as parked in its own transaction and reports whether that made a
+// new parked row. A redelivery of a parked message (same offset: the park committed,
+// the offset commit did not; or the same event id at another offset: the relay or a
+// producer sent it twice) refreshes the existing row (attempts add up, last_seen_at)
+// instead of adding one, so one bad event is one row and one count. The caller
+// commits the offset only after park returned nil.
+func (s *Store) park(ctx context.Context, p parkedRow) (bool, error) {
 	headers := map[string]string{}
 	for _, h := range p.km.Headers {
 		headers[h.Key] = string(h.Value)
 	}
 	hj, err := json.Marshal(headers)
 	if err != nil {
-		return fmt.Errorf("inbox: encode headers of offset %d: %w", p.km.Offset, err)
+		return false, fmt.Errorf("inbox: encode headers of offset %d: %w", p.km.Offset, err)
 	}
-	msg := redact.Truncate(p.err.Error(), maxErrorMessage)
-	_, err = s.db.ExecContext(ctx, `INSERT INTO `+s.parked+` AS p
+	var inserted bool
+	err = s.db.QueryRowContext(ctx, parkSQL(s.parked),
+		s.group, p.km.Topic, p.km.Partition, p.km.Offset, p.m.EventID, p.m.EventType, p.m.AggregateType,
+		p.m.AggregateID, p.m.AggregateVersion, nullBytes(p.km.Key), hj, nullBytes(p.km.Value), p.code,
+		redact.Truncate(p.err.Error(), maxErrorMessage), p.attempts).Scan(&inserted)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // merged into the event's open row
+		return false, nil
+	case err != nil:
+		return false, storeErr("park offset %s/%d/%d: %w", p.km.Topic, p.km.Partition, p.km.Offset, err)
+	}
+	return inserted, nil
+}
+
+// parkSQL merges into an open row of the same event id at another offset, or else
+// inserts (refreshing a row at the same offset). It returns no row when it merged,
+// and whether the row is new otherwise.
+func parkSQL(parked string) string {
+	return `WITH merged AS (
+    UPDATE ` + parked + ` p SET error_code = $13, error_message = $14, attempts = p.attempts + $15, last_seen_at = now()
+    WHERE p.consumer_group = $1 AND $5::text <> '' AND p.event_id = $5::text AND p.status = 'PARKED'
+      AND (p.topic, p.kafka_partition, p.kafka_offset) <> ($2::text, $3::int, $4::bigint)
+    RETURNING 1
+)
+INSERT INTO ` + parked + ` AS p
     (consumer_group, topic, kafka_partition, kafka_offset, event_id, event_type, aggregate_type, aggregate_id,
      aggregate_version, message_key, headers, payload, error_code, error_message, attempts)
-VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)
+SELECT $1, $2::text, $3::int, $4::bigint, $5::text, $6, $7, $8, $9::bigint, $10::bytea, $11::jsonb, $12::bytea, $13, $14, $15::int
+WHERE NOT EXISTS (SELECT 1 FROM merged)
 ON CONFLICT (consumer_group, topic, kafka_partition, kafka_offset) DO UPDATE
 SET error_code = EXCLUDED.error_code, error_message = EXCLUDED.error_message,
-    attempts = p.attempts + EXCLUDED.attempts, last_seen_at = now()`,
-		s.group, p.km.Topic, p.km.Partition, p.km.Offset, p.m.EventID, p.m.EventType, p.m.AggregateType,
-		p.m.AggregateID, p.m.AggregateVersion, nullBytes(p.km.Key), hj, nullBytes(p.km.Value), p.code, msg, p.attempts)
-	if err != nil {
-		return storeErr("park offset %s/%d/%d: %w", p.km.Topic, p.km.Partition, p.km.Offset, err)
-	}
-	return nil
+    attempts = p.attempts + EXCLUDED.attempts, last_seen_at = now()
+RETURNING (xmax = 0)`
 }
 
 // openAggregates lists the aggregates with a PARKED message in this consumer group:
@@ -162,4 +186,39 @@ func nullBytes(b []byte) any {
 		return sql.Null[[]byte]{}
 	}
 	return b
+}
+
+// ParkedMessage is one open parked row, without its payload (read the table for it).
+type ParkedMessage struct {
+	Topic                      string
+	Partition                  int
+	Offset                     int64
+	EventID, EventType         string
+	AggregateType, AggregateID string
+	AggregateVersion           int64
+	ErrorCode, ErrorMessage    string
+	Attempts                   int
+	FirstSeenAt, LastSeenAt    time.Time
+}
+
+// Parked lists up to limit open parked messages of the group, oldest first.
+func (s *Store) Parked(ctx context.Context, limit int) ([]ParkedMessage, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT topic, kafka_partition, kafka_offset, event_id, event_type, aggregate_type,
+    aggregate_id, aggregate_version, error_code, error_message, attempts, first_seen_at, last_seen_at
+FROM `+s.parked+` WHERE consumer_group = $1 AND status = 'PARKED' ORDER BY first_seen_at, topic, kafka_partition, kafka_offset LIMIT $2`,
+		s.group, limit)
+	if err != nil {
+		return nil, fmt.Errorf("inbox: list parked: %w", err)
+	}
+	defer rows.Close()
+	var out []ParkedMessage
+	for rows.Next() {
+		var p ParkedMessage
+		if err := rows.Scan(&p.Topic, &p.Partition, &p.Offset, &p.EventID, &p.EventType, &p.AggregateType, &p.AggregateID,
+			&p.AggregateVersion, &p.ErrorCode, &p.ErrorMessage, &p.Attempts, &p.FirstSeenAt, &p.LastSeenAt); err != nil {
+			return nil, fmt.Errorf("inbox: list parked: %w", err)
+		}
+		out = append(out, p)
+	}
+	return out, rows.Err()
 }

@@ -145,7 +145,8 @@ func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayRe
 	}
 	res.Failed++
 	c.o.Log.Info("replayed message failed again; it stays parked", "consumerGroup", c.s.group, "eventId", m.EventID, "error", err.Error())
-	return c.s.park(ctx, parkedRow{km: p.km, m: m, code: parkCode(err), err: err, attempts: 1})
+	_, err = c.s.park(ctx, parkedRow{km: p.km, m: m, code: parkCode(err), err: err, attempts: 1})
+	return err
 }
 
 // storedMessage is a parked row as the Kafka message it was.
