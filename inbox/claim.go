@@ -58,7 +58,7 @@ WHERE c.consumer_group = $1 AND c.event_id = u.event_id`
 
 // prepared statements: lib/pq sends an unprepared statement with parameters in two
 // round trips (parse and describe, then bind and execute), a prepared one in one.
-type prepared struct{ claim, finish *sql.Stmt }
+type prepared struct{ claim, claimOne, finish *sql.Stmt }
 
 func (s *Store) prepare(ctx context.Context) error {
 	s.prepMu.Lock()
@@ -70,12 +70,18 @@ func (s *Store) prepare(ctx context.Context) error {
 	if err != nil {
 		return storeErr("prepare (run inbox.Migrate?): %w", err) // tried again next time
 	}
-	finish, err := s.db.PrepareContext(ctx, finishSQL(s.consume))
+	one, err := s.db.PrepareContext(ctx, claimOneSQL(s.consume, s.version))
 	if err != nil {
 		claim.Close()
 		return storeErr("prepare (run inbox.Migrate?): %w", err)
 	}
-	s.stmts = prepared{claim: claim, finish: finish}
+	finish, err := s.db.PrepareContext(ctx, finishSQL(s.consume))
+	if err != nil {
+		claim.Close()
+		one.Close()
+		return storeErr("prepare (run inbox.Migrate?): %w", err)
+	}
+	s.stmts = prepared{claim: claim, claimOne: one, finish: finish}
 	return nil
 }
 
@@ -87,12 +93,48 @@ type claimResult struct {
 }
 
 // claimOne runs claimSQL for a single message.
+// claimOne is claimBatch for one message, with claimOneSQL: scalar parameters cost
+// PostgreSQL and the driver less than one-element arrays, and one message per
+// transaction is the common case.
 func (s *Store) claimOne(ctx context.Context, tx *sql.Tx, m Message) (claimResult, error) {
-	rs, err := s.claimBatch(ctx, tx, []Message{m})
-	if err != nil {
+	if err := s.prepare(ctx); err != nil {
 		return claimResult{}, err
 	}
-	return rs[0], nil
+	hash := m.RequestHash()
+	var r claimRow
+	if err := tx.StmtContext(ctx, s.stmts.claimOne).QueryRowContext(ctx, s.group, m.EventID, m.EventType, hash,
+		m.AggregateType, m.AggregateID, m.AggregateVersion).Scan(&r.inserted, &r.prevHash, &r.prevVersion, &r.advanced); err != nil {
+		return claimResult{}, storeErr("claim event %s: %w", m.EventID, err)
+	}
+	if !r.inserted {
+		if err := s.sameContent(ctx, tx, m, hash, r.prevHash); err != nil {
+			return claimResult{}, err
+		}
+		return claimResult{outcome: Duplicate}, nil
+	}
+	return decideVersion(m, r.prevVersion, r.advanced, map[aggKey]int64{}), nil
+}
+
+// claimOneSQL is claimSQL for a single message.
+func claimOneSQL(consume, version string) string {
+	return `WITH ins AS (
+    INSERT INTO ` + consume + ` (consumer_group, event_id, event_type, request_hash, status)
+    VALUES ($1, $2, $3, $4, 'SUCCESS')
+    ON CONFLICT (consumer_group, event_id) DO NOTHING
+    RETURNING 1
+), up AS (
+    INSERT INTO ` + version + ` AS v (consumer_group, aggregate_type, aggregate_id, last_version)
+    SELECT $1, $5, $6, $7 WHERE $6 <> '' AND EXISTS (SELECT 1 FROM ins)
+    ON CONFLICT (consumer_group, aggregate_type, aggregate_id)
+    DO UPDATE SET last_version = EXCLUDED.last_version, updated_at = now()
+    WHERE v.last_version < EXCLUDED.last_version
+    RETURNING 1
+)
+SELECT EXISTS (SELECT 1 FROM ins),
+       (SELECT c.request_hash FROM ` + consume + ` c WHERE c.consumer_group = $1 AND c.event_id = $2),
+       (SELECT p.last_version FROM ` + version + ` p
+         WHERE p.consumer_group = $1 AND p.aggregate_type = $5 AND p.aggregate_id = $6),
+       EXISTS (SELECT 1 FROM up)`
 }
 
 // claimBatch runs claimSQL for msgs (distinct event ids) and decides each message's
