@@ -7,9 +7,10 @@ Licensed under the Apache License, Version 2.0.
 package controllers
 
 // The Job of a DeadLetterReplay and the CronJob of a RetentionPolicy, with the worker
-// arguments they run. Pure functions, tested in builders_test.go.
+// arguments they run. Pure functions, tested in builders_test.go and builders_jobs_test.go.
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,40 +24,80 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
-// jobPodSpec is the restricted pod spec shared by replay and retention Jobs.
-func jobPodSpec(p *outboxv1.OutboxPipeline, image string, args []string, envs []corev1.EnvVar) corev1.PodSpec {
-	tv, tm := tmpVolume()
-	vols, mounts := kafkaVolumes(p)
-	vols = append(vols, tv)
-	mounts = append(mounts, tm)
+// jobPod is what a Job's pod takes from what it works for: a pipeline's pod settings
+// (pipelineJobPod), or the operator's defaults for a consumer replay, which has no
+// pipeline (consumerJobPod).
+type jobPod struct {
+	serviceAccount string // "" runs as the namespace's default ServiceAccount (no token either way)
+	image          string
+	pullPolicy     corev1.PullPolicy
+	resources      corev1.ResourceRequirements
+	nodeSelector   map[string]string
+	tolerations    []corev1.Toleration
+	priorityClass  string
+	pullSecrets    []corev1.LocalObjectReference
+	volumes        []corev1.Volume
+	mounts         []corev1.VolumeMount
+}
+
+// pipelineJobPod: the pipeline's ServiceAccount, image, resources, scheduling and pull
+// secrets, and its Kafka CA volume when it has one.
+func pipelineJobPod(p *outboxv1.OutboxPipeline, image string) jobPod {
 	resources := defaultResources()
 	if p.Spec.Resources != nil {
 		resources = *p.Spec.Resources.DeepCopy()
 	}
+	vols, mounts := kafkaVolumes(p)
+	return jobPod{
+		serviceAccount: RelayName(p), image: image, pullPolicy: p.Spec.ImagePullPolicy, resources: resources,
+		nodeSelector: p.Spec.NodeSelector, tolerations: p.Spec.Tolerations, priorityClass: p.Spec.PriorityClassName,
+		pullSecrets: p.Spec.ImagePullSecrets, volumes: vols, mounts: mounts,
+	}
+}
+
+// consumerJobPod: the manager's relay image and the default resources. A consumer
+// replay only talks to the consumer's database, so it needs nothing of a pipeline.
+func consumerJobPod(defaultImage string) jobPod {
+	if defaultImage == "" {
+		defaultImage = DefaultRelayImage
+	}
+	return jobPod{image: defaultImage, resources: defaultResources()}
+}
+
+// spec is the restricted pod spec shared by replay and retention Jobs.
+func (jp jobPod) spec(args []string, envs []corev1.EnvVar) corev1.PodSpec {
+	tv, tm := tmpVolume()
+	vols := append(slices.Clone(jp.volumes), tv)
+	mounts := append(slices.Clone(jp.mounts), tm)
 	return corev1.PodSpec{
 		RestartPolicy:                corev1.RestartPolicyNever,
-		ServiceAccountName:           RelayName(p),
+		ServiceAccountName:           jp.serviceAccount,
 		AutomountServiceAccountToken: ptr.To(false),
 		EnableServiceLinks:           ptr.To(false),
 		SecurityContext:              PodSecurityContext(),
-		NodeSelector:                 p.Spec.NodeSelector,
-		Tolerations:                  p.Spec.Tolerations,
-		PriorityClassName:            p.Spec.PriorityClassName,
-		ImagePullSecrets:             p.Spec.ImagePullSecrets,
+		NodeSelector:                 jp.nodeSelector,
+		Tolerations:                  jp.tolerations,
+		PriorityClassName:            jp.priorityClass,
+		ImagePullSecrets:             jp.pullSecrets,
 		Volumes:                      vols,
 		Containers: []corev1.Container{{
 			Name:                     args[0],
-			Image:                    image,
-			ImagePullPolicy:          p.Spec.ImagePullPolicy,
+			Image:                    jp.image,
+			ImagePullPolicy:          jp.pullPolicy,
 			Command:                  []string{RelayBinary},
 			Args:                     args,
 			Env:                      envs,
-			Resources:                resources,
+			Resources:                jp.resources,
 			SecurityContext:          ContainerSecurityContext(),
 			VolumeMounts:             mounts,
 			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
 		}},
 	}
+}
+
+// jobPodSpec is the pod spec of a Job working for pipeline p.
+func jobPodSpec(p *outboxv1.OutboxPipeline, image string, args []string, envs []corev1.EnvVar) corev1.PodSpec {
+	return pipelineJobPod(p, image).spec(args, envs)
 }
 
 // ReplayArgs are the `relayworker replay` arguments for a (defaulted) replay. Values
@@ -89,13 +130,47 @@ func ReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 			args = append(args, contract.Arg(kv[0], kv[1]))
 		}
 	}
+	return append(args, timeArgs(sel, contract.FlagCreatedAfter, contract.FlagCreatedBefore)...)
+}
+
+// timeArgs renders the selector's time window (RFC 3339, UTC) under the given flags.
+func timeArgs(sel outboxv1.ReplaySelector, afterFlag, beforeFlag string) []string {
+	var args []string
 	if sel.CreatedAfter != nil {
-		args = append(args, contract.Arg(contract.FlagCreatedAfter, sel.CreatedAfter.UTC().Format(time.RFC3339)))
+		args = append(args, contract.Arg(afterFlag, sel.CreatedAfter.UTC().Format(time.RFC3339)))
 	}
 	if sel.CreatedBefore != nil {
-		args = append(args, contract.Arg(contract.FlagCreatedBefore, sel.CreatedBefore.UTC().Format(time.RFC3339)))
+		args = append(args, contract.Arg(beforeFlag, sel.CreatedBefore.UTC().Format(time.RFC3339)))
 	}
 	return args
+}
+
+// ConsumerReplayArgs are the `relayworker inbox-replay` arguments for a (defaulted)
+// replay with spec.consumer. The selector's time window becomes the parked-time
+// window (first_seen_at); the replay id lets a retried pod find its request.
+func ConsumerReplayArgs(r *outboxv1.DeadLetterReplay) []string {
+	s, c := r.Spec, r.Spec.Consumer
+	args := []string{contract.CommandInboxReplay,
+		contract.Arg(contract.FlagGroup, c.Group),
+		contract.Arg(contract.FlagSchema, c.Schema),
+		contract.Arg(contract.FlagReplayID, ReplayID(r)),
+		contract.Arg(contract.FlagReason, s.Reason),
+		contract.Arg(contract.FlagRate, strconv.Itoa(int(s.Rate))),
+		contract.Arg(contract.FlagLimit, strconv.Itoa(int(c.Limit))),
+	}
+	if s.RequestedBy != "" {
+		args = append(args, contract.Arg(contract.FlagRequestedBy, s.RequestedBy))
+	}
+	sel := s.Selector
+	if len(sel.EventIDs) > 0 {
+		args = append(args, contract.Arg(contract.FlagEventIDs, strings.Join(sel.EventIDs, ",")))
+	}
+	for _, kv := range [][2]string{{contract.FlagEventType, sel.EventType}, {contract.FlagErrorCode, sel.ErrorCode}} {
+		if kv[1] != "" {
+			args = append(args, contract.Arg(kv[0], kv[1]))
+		}
+	}
+	return append(args, timeArgs(sel, contract.FlagParkedAfter, contract.FlagParkedBefore)...)
 }
 
 // DesiredReplayJob renders the Job of a replay. Both arguments must carry defaults.
@@ -118,6 +193,30 @@ func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, 
 			Template: corev1.PodTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
 				Spec:       jobPodSpec(p, imageFor(p, defaultImage), ReplayArgs(r), envs),
+			},
+		},
+	}
+}
+
+// DesiredConsumerReplayJob renders the Job of a replay with spec.consumer (r must
+// carry defaults). `relayworker inbox-replay` records a replay request in the
+// consumer's database and waits for a running consumer of the group to serve it; its
+// container gets only the consumer database's DSN, as a secretKeyRef (INBOX_DSN).
+// There is no pipeline, so the pod runs with the manager's relay image, the default
+// resources and the namespace's default ServiceAccount (without a token).
+func DesiredConsumerReplayJob(r *outboxv1.DeadLetterReplay, defaultImage string) *batchv1.Job {
+	labels := commonLabels(r.Name, "replay")
+	labels["outbox.dev/replay"] = r.Name
+	envs := []corev1.EnvVar{secretEnv(contract.EnvInboxDSN, r.Spec.Consumer.DatabaseSecretRef)}
+	return &batchv1.Job{
+		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
+		Spec: batchv1.JobSpec{
+			// A retried pod finds the request of the first by the replay id and waits
+			// for it again; it never asks twice.
+			BackoffLimit: ptr.To[int32](3),
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       consumerJobPod(defaultImage).spec(ConsumerReplayArgs(r), envs),
 			},
 		},
 	}

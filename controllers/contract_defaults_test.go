@@ -37,6 +37,8 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 			"rate":              fmt.Sprint(contract.DefaultReplayRate),
 			"canarySize":        fmt.Sprint(contract.DefaultCanarySize),
 			"maxNewDeadPercent": fmt.Sprint(contract.DefaultMaxNewDeadPercent),
+			"consumer.schema":   contract.DefaultSchema,
+			"consumer.limit":    fmt.Sprint(contract.DefaultInboxReplayLimit),
 		}},
 		{"outbox.dev_retentionpolicies.yaml", map[string]string{
 			"sentRetention": dur(contract.DefaultSentRetention),

@@ -138,6 +138,55 @@ func TestReplayJobParsesToTheSpec(t *testing.T) {
 	}
 }
 
+func TestConsumerReplayJobParsesToTheSpec(t *testing.T) {
+	after := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
+	before := metav1.NewTime(time.Date(2026, 5, 2, 10, 0, 0, 0, time.UTC))
+	r := consumerReplay(func(r *outboxv1.DeadLetterReplay) {
+		r.Spec.Consumer.Schema, r.Spec.Consumer.Limit = "billing_inbox", 250
+		r.Spec.Rate, r.Spec.RequestedBy = 40, "oncall@example.com"
+		r.Spec.Selector = outboxv1.ReplaySelector{EventType: "PaymentSucceeded", EventIDs: []string{"e1", "e2"},
+			ErrorCode: "permanent", CreatedAfter: &after, CreatedBefore: &before}
+	})
+	c := DesiredConsumerReplayJob(r, "img:1").Spec.Template.Spec.Containers[0]
+	if c.Command[0]+" "+c.Args[0] != RelayBinary+" "+contract.CommandInboxReplay {
+		t.Fatalf("command %v %v", c.Command, c.Args)
+	}
+	cfg, err := config.ParseInboxReplay(c.Args[1:], podEnv(c))
+	if err != nil {
+		t.Fatalf("inbox-replay refuses what the operator renders: %v", err)
+	}
+	s := r.Spec
+	checks := []struct {
+		what      string
+		got, want any
+	}{
+		{"dsn", cfg.DSN, "secret:billing-db/dsn"},
+		{"group", cfg.Group, "billing"},
+		{"schema", cfg.Schema, "billing_inbox"},
+		{"replay id", cfg.ReplayID, ReplayID(r)},
+		{"reason", cfg.Reason, s.Reason},
+		{"requested by", cfg.RequestedBy, "oncall@example.com"},
+		{"rate", cfg.Rate, float64(40)},
+		{"limit", cfg.Limit, 250},
+		{"event ids", strings.Join(cfg.Selector.EventIDs, ","), "e1,e2"},
+		{"event type", cfg.Selector.EventType, "PaymentSucceeded"},
+		{"error code", cfg.Selector.ErrorCode, "permanent"},
+		{"parked after", cfg.Selector.ParkedAfter.Equal(after.Time), true},
+		{"parked before", cfg.Selector.ParkedBefore.Equal(before.Time), true},
+		{"wait timeout", cfg.WaitTimeout, contract.DefaultInboxWaitTimeout},
+	}
+	for _, ch := range checks {
+		if ch.got != ch.want {
+			t.Errorf("%s: the worker would run with %v, the spec says %v", ch.what, ch.got, ch.want)
+		}
+	}
+	// Defaults on both sides agree, and the unset requester falls back to the worker's.
+	d, err := config.ParseInboxReplay(DesiredConsumerReplayJob(consumerReplay(), "").Spec.Template.Spec.Containers[0].Args[1:], podEnv(c))
+	if err != nil || d.Limit != contract.DefaultInboxReplayLimit || d.Rate != contract.DefaultReplayRate || d.Schema != contract.DefaultSchema {
+		t.Errorf("defaults %+v (%v)", d, err)
+	}
+}
+
 func TestArchiveCronJobParsesToTheSpec(t *testing.T) {
 	rp := (&outboxv1.RetentionPolicy{
 		ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"},

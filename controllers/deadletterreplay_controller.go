@@ -27,11 +27,13 @@ import (
 )
 
 // replayPoll is how often a running replay is mirrored: the Job's own changes wake the
-// reconciler (Owns), the worker's audit row in the database does not.
+// reconciler (Owns), the worker's audit row in the database (or the consumer group's
+// replay record) does not.
 const replayPoll = 15 * time.Second
 
 // DeadLetterReplayReconciler runs each DeadLetterReplay as one Job and mirrors the
-// Job and the replay's audit row into the status.
+// Job and the replay's audit row (with spec.consumer: the consumer group's record of
+// the replay request) into the status.
 type DeadLetterReplayReconciler struct {
 	client.Client
 	APIReader  client.Reader
@@ -87,19 +89,34 @@ func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1
 	}
 }
 
-// start resolves the pipeline (a missing one or its Secrets wait as a condition),
+// start resolves the target (a missing pipeline or Secret waits as a condition),
 // creates the Job and freezes the spec (status.startTime).
 func (r *DeadLetterReplayReconciler) start(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) (ctrl.Result, error) {
-	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	job, err := r.desiredJob(ctx, rp)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	job := DesiredReplayJob(rp, res.P, r.RelayImage)
 	if err := r.createJob(ctx, rp, job); err != nil {
 		return ctrl.Result{}, err
 	}
 	markStarted(rp, st, job.Name)
 	return ctrl.Result{RequeueAfter: replayPoll}, nil
+}
+
+// desiredJob renders the Job once what it needs was found: the consumer database's
+// Secret (spec.consumer), or the pipeline and its Secrets.
+func (r *DeadLetterReplayReconciler) desiredJob(ctx context.Context, rp *outboxv1.DeadLetterReplay) (*batchv1.Job, error) {
+	if rp.Spec.Consumer != nil {
+		if _, err := resolveConsumer(ctx, r.APIReader, rp); err != nil {
+			return nil, err
+		}
+		return DesiredConsumerReplayJob(rp, r.RelayImage), nil
+	}
+	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	if err != nil {
+		return nil, err
+	}
+	return DesiredReplayJob(rp, res.P, r.RelayImage), nil
 }
 
 // createJob applies the Job only if it does not exist yet. A Job's pod template is
@@ -121,7 +138,11 @@ func (r *DeadLetterReplayReconciler) observe(ctx context.Context, rp *outboxv1.D
 		return ctrl.Result{}, nil
 	}
 	mirrorJob(rp, &job, st)
-	r.readAudit(ctx, rp, st)
+	if rp.Spec.Consumer != nil {
+		r.readConsumerReplay(ctx, rp, st)
+	} else {
+		r.readAudit(ctx, rp, st)
+	}
 	if replayFinished(st) {
 		return ctrl.Result{}, nil
 	}

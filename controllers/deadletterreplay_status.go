@@ -6,7 +6,8 @@ Licensed under the Apache License, Version 2.0.
 
 package controllers
 
-// The DeadLetterReplay's status: its phase and Ready condition, from the Job it runs.
+// The DeadLetterReplay's status: its phase and Ready condition, from the Job it runs
+// (deadletterreplay_consumer.go adds what the consumer group's record says).
 
 import (
 	"fmt"
@@ -39,8 +40,8 @@ func markJobMissing(rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplay
 	now := metav1.Now()
 	st.CompletionTime = &now
 	setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobMissing,
-		fmt.Sprintf("Job %s disappeared before it finished; check the audit table for replay id %s and create a new DeadLetterReplay if needed",
-			st.JobName, st.ReplayID))
+		fmt.Sprintf("Job %s disappeared before it finished; check %s and create a new DeadLetterReplay if needed",
+			st.JobName, replayRecord(rp, st)))
 }
 
 // mirrorJob sets the phase from the Job's conditions and activity.
@@ -55,10 +56,18 @@ func mirrorJob(rp *outboxv1.DeadLetterReplay, job *batchv1.Job, st *outboxv1.Dea
 		now := metav1.Now()
 		st.CompletionTime = &now
 		setCondition(&st.Conditions, rp.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonJobFailed,
-			fmt.Sprintf("Job %s failed; see `kubectl logs job/%s` and the audit row %s", job.Name, job.Name, st.ReplayID))
+			fmt.Sprintf("Job %s failed; see `kubectl logs job/%s` and %s", job.Name, job.Name, replayRecord(rp, st)))
 	case job.Status.Active > 0 || job.Status.StartTime != nil:
 		st.Phase = outboxv1.ReplayRunning
 	}
+}
+
+// replayRecord says where the replay's record is, for messages.
+func replayRecord(rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) string {
+	if rp.Spec.Consumer != nil {
+		return fmt.Sprintf("the consumer database's message_consume_replay row whose requested_by starts with %s", st.ReplayID)
+	}
+	return "the audit row " + st.ReplayID
 }
 
 func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {

@@ -21,7 +21,7 @@ var _ = Describe("config/samples", func() {
 		ns := newNamespace()
 		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "outbox_*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(files).To(HaveLen(3))
+		Expect(files).To(HaveLen(4))
 		kinds := map[string]int{}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -43,7 +43,7 @@ var _ = Describe("config/samples", func() {
 			}
 		}
 		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 1))
-		Expect(kinds).To(HaveKeyWithValue("DeadLetterReplay", 1))
+		Expect(kinds).To(HaveKeyWithValue("DeadLetterReplay", 2)) // an outbox and a consumer replay
 		Expect(kinds).To(HaveKeyWithValue("RetentionPolicy", 1))
 
 		By("the sample pipeline gets its Deployment (its database is not reachable here)")

@@ -11,6 +11,18 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
 
+func validConsumer() *outboxv1.ConsumerTarget {
+	return &outboxv1.ConsumerTarget{Group: "billing", DatabaseSecretRef: outboxv1.SecretKeyRef{Name: "billing-db", Key: "dsn"}}
+}
+
+// toConsumer turns the table's pipeline replay into a consumer replay, then applies mut.
+func toConsumer(mut func(*outboxv1.DeadLetterReplay)) func(*outboxv1.DeadLetterReplay) {
+	return func(r *outboxv1.DeadLetterReplay) {
+		r.Spec.PipelineRef, r.Spec.Consumer = outboxv1.PipelineReference{}, validConsumer()
+		mut(r)
+	}
+}
+
 var _ = Describe("CRD validation", func() {
 	var ns string
 	BeforeEach(func() { ns = newNamespace() })
@@ -105,7 +117,44 @@ var _ = Describe("CRD validation", func() {
 		Entry("rate too high", func(r *outboxv1.DeadLetterReplay) { r.Spec.Rate = 100000 }, "spec.rate"),
 		Entry("aggregate id without type", func(r *outboxv1.DeadLetterReplay) { r.Spec.Selector.AggregateID = "42" },
 			"selector.aggregateID needs selector.aggregateType"),
+		Entry("pipeline and consumer", func(r *outboxv1.DeadLetterReplay) { r.Spec.Consumer = validConsumer() },
+			"set exactly one of spec.pipelineRef (replay a pipeline's DEAD outbox events) and spec.consumer"),
+		Entry("neither pipeline nor consumer", func(r *outboxv1.DeadLetterReplay) { r.Spec.PipelineRef = outboxv1.PipelineReference{} },
+			"set exactly one of spec.pipelineRef"),
+		Entry("consumer with aggregate type", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Selector.AggregateType = "Order" }),
+			"selector.aggregateType, selector.aggregateID and selector.destination select DEAD outbox events; with spec.consumer select parked messages by eventIDs, eventType, errorCode, createdAfter or createdBefore"),
+		Entry("consumer with destination", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Selector.Destination = "orders" }),
+			"selector.destination select DEAD outbox events"),
+		Entry("consumer with dry run", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.DryRun = true }),
+			"dryRun is not available with spec.consumer"),
+		Entry("consumer with an empty selector", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Selector = outboxv1.ReplaySelector{} }),
+			"selector must set at least one of"),
+		Entry("consumer without group", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Consumer.Group = "" }),
+			"spec.consumer.group"),
+		Entry("consumer schema not an identifier", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Consumer.Schema = "Inbox; DROP" }),
+			"spec.consumer.schema: Invalid value"),
+		Entry("consumer without database secret", toConsumer(func(r *outboxv1.DeadLetterReplay) {
+			r.Spec.Consumer.DatabaseSecretRef = outboxv1.SecretKeyRef{}
+		}), "spec.consumer.databaseSecretRef.name"),
+		Entry("consumer limit too high", toConsumer(func(r *outboxv1.DeadLetterReplay) { r.Spec.Consumer.Limit = 20000 }),
+			"spec.consumer.limit"),
 	)
+
+	It("accepts a consumer target and defaults its schema and limit", func() {
+		r := &outboxv1.DeadLetterReplay{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "consumer"},
+			Spec: outboxv1.DeadLetterReplaySpec{
+				Consumer: validConsumer(),
+				Selector: outboxv1.ReplaySelector{EventType: "PaymentSucceeded", CreatedAfter: &metav1.Time{Time: time.Now().Add(-time.Hour)}},
+				Reason:   "handler fixed",
+			},
+		}
+		Expect(k8sClient.Create(suiteCtx, r)).To(Succeed())
+		Expect(r.Spec.Consumer.Schema).To(Equal("public"))
+		Expect(r.Spec.Consumer.Limit).To(Equal(int32(1000)))
+		Expect(r.Spec.Rate).To(Equal(int32(100)))
+		Expect(r.Spec.PipelineRef.Name).To(BeEmpty())
+	})
 
 	DescribeTable("rejects bad retention policies",
 		func(mut func(*outboxv1.RetentionPolicy), want string) {

@@ -68,6 +68,7 @@ func parkedDDL(schemaQ string) []string {
     replay_id      bigserial   PRIMARY KEY,
     consumer_group text        NOT NULL,
     requested_by   text        NOT NULL,
+    request_key    text        NULL,
     reason         text        NOT NULL,
     selector       jsonb       NOT NULL,
     status         text        NOT NULL CHECK (status IN ('REQUESTED', 'RUNNING', 'DONE', 'FAILED')),
@@ -82,6 +83,9 @@ func parkedDDL(schemaQ string) []string {
     failed         int         NOT NULL DEFAULT 0,
     error          text        NULL
 )`,
+		`ALTER TABLE ` + schemaQ + `.` + pgident.Quote(ReplayTable) + ` ADD COLUMN IF NOT EXISTS request_key text NULL`,
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + pgident.Quote(ReplayTable+"_key_idx") + ` ON ` + schemaQ + `.` + pgident.Quote(ReplayTable) +
+			` (consumer_group, request_key) WHERE request_key IS NOT NULL`,
 		`CREATE INDEX IF NOT EXISTS ` + pgident.Quote(ReplayTable+"_open_idx") + ` ON ` + schemaQ + `.` + pgident.Quote(ReplayTable) +
 			` (consumer_group, replay_id) WHERE status IN ('REQUESTED', 'RUNNING')`,
 	}

@@ -30,6 +30,9 @@ func (s ReplaySelector) empty() bool {
 // heartbeats) well under replayStale.
 const minReplayRate = 0.1
 
+// maxReplayKey bounds ReplayOptions.Key.
+const maxReplayKey = 200
+
 // ReplayOptions say who replays and how fast.
 type ReplayOptions struct {
 	// RequestedBy and Reason are recorded in ReplayTable; both are required.
@@ -39,6 +42,10 @@ type ReplayOptions struct {
 	Rate float64
 	// Limit bounds the messages of one replay (default 1000).
 	Limit int
+	// Key, if set, makes RequestReplay idempotent: a second request of the group with
+	// the same key returns the first instead of asking again (a retried Job), and
+	// FindReplay finds it. At most 200 bytes.
+	Key string
 }
 
 // ReplayResult counts what a replay did; it is also the row in ReplayTable.
@@ -53,6 +60,9 @@ type ReplayResult struct {
 func (o *ReplayOptions) check(sel ReplaySelector) error {
 	if o.RequestedBy == "" || o.Reason == "" {
 		return errors.New("inbox: a replay needs RequestedBy and Reason (they are recorded)")
+	}
+	if len(o.Key) > maxReplayKey {
+		return fmt.Errorf("inbox: replay key is %d bytes, at most %d", len(o.Key), maxReplayKey)
 	}
 	if sel.empty() {
 		return errors.New("inbox: a replay needs a selector (event ids, event type, error code or a time range)")
@@ -81,7 +91,7 @@ func (c *Consumer) Replay(ctx context.Context, sel ReplaySelector, o ReplayOptio
 	if err := o.check(sel); err != nil {
 		return ReplayResult{}, err
 	}
-	req, err := c.s.requestReplay(ctx, sel, o, replayRunning)
+	req, err := c.s.requestReplay(ctx, sel, o, ReplayRunning)
 	if err != nil {
 		return ReplayResult{}, err
 	}

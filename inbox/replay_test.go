@@ -154,3 +154,30 @@ func TestRequestedReplayIsServedByTheRunningConsumer(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 }
+
+// TestRequestReplayWithAKeyIsIdempotent: a second request with the same key returns
+// the first (a retried Job does not ask twice), and FindReplay finds it by key.
+func TestRequestReplayWithAKeyIsIdempotent(t *testing.T) {
+	db, _ := setup(t)
+	ctx := context.Background()
+	if _, err := db.Exec(`INSERT INTO message_consume_parked (consumer_group, topic, kafka_partition, kafka_offset, event_id,
+		event_type, error_code, error_message, attempts) VALUES ('points', 'payments', 0, 7, 'p1', 'PaymentSucceeded', 'permanent', 'x', 1)`); err != nil {
+		t.Fatal(err)
+	}
+	o := inbox.ReplayOptions{RequestedBy: "ops", Reason: "fix", Key: "default/fix-1/uid-1"}
+	first, err := inbox.RequestReplay(ctx, db, "public", "points", inbox.ReplaySelector{EventIDs: []string{"p1"}}, o)
+	if err != nil || first.Selected != 1 {
+		t.Fatalf("first request %+v %v", first, err)
+	}
+	again, err := inbox.RequestReplay(ctx, db, "public", "points", inbox.ReplaySelector{EventIDs: []string{"p1"}}, o)
+	if err != nil || again != first {
+		t.Fatalf("second request %+v %v, want the first %+v", again, err, first)
+	}
+	st, found, err := inbox.FindReplay(ctx, db, "public", "points", o.Key)
+	if err != nil || !found || st.ReplayID != first.ID || st.Status != inbox.ReplayRequested || st.Selected != 1 {
+		t.Fatalf("FindReplay = %+v %v %v", st, found, err)
+	}
+	if _, found, err := inbox.FindReplay(ctx, db, "public", "points", "other"); err != nil || found {
+		t.Fatalf("FindReplay(other) found %v, %v", found, err)
+	}
+}

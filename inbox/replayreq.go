@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"time"
 
@@ -14,10 +15,10 @@ import (
 
 // Replay request statuses (ReplayTable.status).
 const (
-	replayRequested = "REQUESTED"
-	replayRunning   = "RUNNING"
+	ReplayRequested = "REQUESTED" // recorded, no consumer has taken it yet
+	ReplayRunning   = "RUNNING"   // a consumer of the group is replaying (heartbeat_at moves)
 	ReplayDone      = "DONE"
-	ReplayFailed    = "FAILED"
+	ReplayFailed    = "FAILED" // the consumer stopped on a database fault; error says which
 )
 
 // ReplayRequest is a recorded replay and how many parked messages it took.
@@ -39,7 +40,7 @@ func RequestReplay(ctx context.Context, db *sql.DB, schemaName, group string, se
 	if err := o.check(sel); err != nil {
 		return ReplayRequest{}, err
 	}
-	return s.requestReplay(ctx, sel, o, replayRequested)
+	return s.requestReplay(ctx, sel, o, ReplayRequested)
 }
 
 // requestReplay inserts the replay row and tags the selected parked rows with its id,
@@ -55,10 +56,17 @@ func (s *Store) requestReplay(ctx context.Context, sel ReplaySelector, o ReplayO
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var req ReplayRequest
-	if err := tx.QueryRowContext(ctx, `INSERT INTO `+s.replays+`
-    (consumer_group, requested_by, reason, selector, status, rate, started_at, heartbeat_at)
-VALUES ($1, $2, $3, $4, $5, $6, CASE WHEN $5 = 'RUNNING' THEN now() END, CASE WHEN $5 = 'RUNNING' THEN now() END)
-RETURNING replay_id`, s.group, redact.Truncate(o.RequestedBy, 200), redact.Truncate(o.Reason, maxErrorMessage), sj, status, o.Rate).Scan(&req.ID); err != nil {
+	err = tx.QueryRowContext(ctx, `INSERT INTO `+s.replays+`
+    (consumer_group, requested_by, request_key, reason, selector, status, rate, started_at, heartbeat_at)
+VALUES ($1, $2, NULLIF($3, ''), $4, $5, $6, $7, CASE WHEN $6 = 'RUNNING' THEN now() END, CASE WHEN $6 = 'RUNNING' THEN now() END)
+ON CONFLICT (consumer_group, request_key) WHERE request_key IS NOT NULL DO NOTHING
+RETURNING replay_id`, s.group, redact.Truncate(o.RequestedBy, 200), o.Key, redact.Truncate(o.Reason, maxErrorMessage),
+		sj, status, o.Rate).Scan(&req.ID)
+	switch {
+	case errors.Is(err, sql.ErrNoRows): // the key's request exists: return it as it is
+		st, _, err := s.findReplay(ctx, o.Key)
+		return ReplayRequest{ID: st.ReplayID, Selected: st.Selected}, err
+	case err != nil:
 		return req, storeErr("record replay: %w", err)
 	}
 	if err := tx.QueryRowContext(ctx, tagSQL(s.parked, s.replays), s.group, req.ID, pq.Array(sel.EventIDs), sel.EventType,
@@ -104,16 +112,44 @@ type ReplayState struct {
 	Error  string
 }
 
+// FindReplay returns the replay request of consumer group `group` recorded with
+// ReplayOptions.Key == key (found false when there is none).
+func FindReplay(ctx context.Context, db *sql.DB, schemaName, group, key string) (ReplayState, bool, error) {
+	s, err := New(db, schemaName, group)
+	if err != nil {
+		return ReplayState{}, false, err
+	}
+	return s.findReplay(ctx, key)
+}
+
+func (s *Store) findReplay(ctx context.Context, key string) (ReplayState, bool, error) {
+	var id int64
+	err := s.db.QueryRowContext(ctx, `SELECT replay_id FROM `+s.replays+` WHERE consumer_group = $1 AND request_key = $2`,
+		s.group, key).Scan(&id)
+	switch {
+	case errors.Is(err, sql.ErrNoRows):
+		return ReplayState{}, false, nil
+	case err != nil:
+		return ReplayState{}, false, fmt.Errorf("inbox: find replay %q: %w", key, err)
+	}
+	st, err := s.replayStatus(ctx, id)
+	return st, err == nil, err
+}
+
 // ReplayStatus reads replay id of consumer group `group`.
 func ReplayStatus(ctx context.Context, db *sql.DB, schemaName, group string, id int64) (ReplayState, error) {
 	s, err := New(db, schemaName, group)
 	if err != nil {
 		return ReplayState{}, err
 	}
+	return s.replayStatus(ctx, id)
+}
+
+func (s *Store) replayStatus(ctx context.Context, id int64) (ReplayState, error) {
 	st := ReplayState{ReplayResult: ReplayResult{ReplayID: id}}
 	var errText sql.NullString
-	err = db.QueryRowContext(ctx, `SELECT status, selected, applied, duplicates, failed, error FROM `+s.replays+
-		` WHERE consumer_group = $1 AND replay_id = $2`, group, id).Scan(&st.Status, &st.Selected, &st.Applied, &st.Duplicates, &st.Failed, &errText)
+	err := s.db.QueryRowContext(ctx, `SELECT status, selected, applied, duplicates, failed, error FROM `+s.replays+
+		` WHERE consumer_group = $1 AND replay_id = $2`, s.group, id).Scan(&st.Status, &st.Selected, &st.Applied, &st.Duplicates, &st.Failed, &errText)
 	if err != nil {
 		return st, fmt.Errorf("inbox: read replay %d: %w", id, err)
 	}

@@ -55,6 +55,11 @@ const (
 	ReasonCompleted = "Completed"
 	// ReasonJobFailed (DeadLetterReplay, Ready=False): the replay Job failed.
 	ReasonJobFailed = "JobFailed"
+	// ReasonNoConsumer (DeadLetterReplay with spec.consumer, Ready=False): the replay
+	// Job gave up because no running consumer of the group took its request within the
+	// wait timeout. The request stays recorded (REQUESTED); a consumer of the group
+	// that starts later still serves it.
+	ReasonNoConsumer = "NoConsumer"
 	// ReasonScheduled (RetentionPolicy, Ready=True): the archive CronJob is scheduled.
 	ReasonScheduled = "Scheduled"
 	// ReasonSuspended (RetentionPolicy): spec.suspend stops new runs.

@@ -36,6 +36,7 @@ const (
 	DefaultReplayRate         int32 = contract.DefaultReplayRate
 	DefaultCanarySize         int32 = contract.DefaultCanarySize
 	DefaultMaxNewDeadPercent  int32 = contract.DefaultMaxNewDeadPercent
+	DefaultInboxReplayLimit   int32 = contract.DefaultInboxReplayLimit
 	DefaultRetentionSchedule        = "15 * * * *"
 	DefaultSentRetention            = contract.DefaultSentRetention
 	DefaultDeadRetention            = contract.DefaultDeadRetention
@@ -95,6 +96,14 @@ func (r *DeadLetterReplay) WithDefaults() *DeadLetterReplay {
 	}
 	i32(&c.Spec.CanarySize, DefaultCanarySize)
 	i32(&c.Spec.MaxNewDeadPercent, DefaultMaxNewDeadPercent)
+	if t := c.Spec.Consumer; t != nil {
+		if t.Schema == "" {
+			t.Schema = DefaultSchema
+		}
+		if t.Limit == 0 {
+			t.Limit = DefaultInboxReplayLimit
+		}
+	}
 	return c
 }
 

@@ -132,3 +132,38 @@ const (
 
 // Arg renders --flag=value: a value starting with '-' is never read as a flag.
 func Arg(flag, value string) string { return "--" + flag + "=" + value }
+
+// `relayworker inbox-replay`, which the DeadLetterReplay controller runs for a replay
+// with spec.consumer: it asks the consumer group's running inbox.Consumer to replay
+// parked messages (inbox.RequestReplay) and waits for the outcome. The consumer
+// database's DSN comes only from EnvInboxDSN (a secretKeyRef), never from a flag: it is
+// another database than the outbox's, so it has its own variable. --event-ids,
+// --event-type, --error-code, --rate, --reason, --requested-by and --replay-id are the
+// replay flags above; the parked-time window has flags of its own (it is first_seen_at,
+// not created_at).
+const (
+	CommandInboxReplay = "inbox-replay"
+	EnvInboxDSN        = "INBOX_DSN"
+	FlagGroup          = "group"
+	FlagSchema         = "schema"
+	FlagLimit          = "limit"
+	FlagParkedAfter    = "parked-after"
+	FlagParkedBefore   = "parked-before"
+	FlagWaitTimeout    = "wait-timeout"
+	FlagPollInterval   = "poll-interval"
+)
+
+// Defaults and bounds of inbox-replay. The limit is inbox's own default; its maximum
+// bounds what one consumer holds in memory for one replay (the selected messages with
+// their payloads). The rate default is DefaultReplayRate, as for the outbox replay.
+const (
+	DefaultInboxReplayLimit  = 1000
+	MaxInboxReplayLimit      = 10000
+	MinInboxReplayRate       = 0.1 // inbox refuses slower replays (they would look abandoned)
+	DefaultInboxWaitTimeout  = 30 * time.Minute
+	DefaultInboxPollInterval = 2 * time.Second
+	// MaxInboxReplayIDLen bounds --replay-id of inbox-replay, the key of the request
+	// (inbox.ReplayOptions.Key, at most 200 bytes). A DeadLetterReplay's id
+	// (namespace/name/uid) is at most 153.
+	MaxInboxReplayIDLen = 160
+)

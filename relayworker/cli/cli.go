@@ -36,7 +36,7 @@ type command struct {
 type runner func(ctx context.Context, stderr io.Writer) error
 
 // commands in the order the usage lists them.
-var commands = []command{migrateCommand, relayCommand, replayCommand, archiveCommand}
+var commands = []command{migrateCommand, relayCommand, replayCommand, archiveCommand, inboxReplayCommand}
 
 // Run executes the subcommand in args (without the program name).
 func Run(ctx context.Context, args []string, getenv config.Getenv, stdout, stderr io.Writer) error {
@@ -75,7 +75,7 @@ func usage() string {
 	var b strings.Builder
 	b.WriteString("usage: relayworker <command> [flags]\n\ncommands:\n")
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-10s%s\n", c.name, c.summary)
+		fmt.Fprintf(&b, "  %-14s%s\n", c.name, c.summary)
 	}
 	b.WriteString(`
 Every flag also reads an environment variable; see docs/worker-contract.md.

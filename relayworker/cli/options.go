@@ -6,6 +6,7 @@
 package cli
 
 import (
+	"github.com/outbox-operator/outbox-operator/inbox"
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/relayworker/archive"
@@ -57,5 +58,22 @@ func archiveOptions(c *config.Archive) archive.Options {
 		Table: c.T, SentRetention: c.SentRetention, DeadRetention: c.DeadRetention,
 		ConsumerLogRetention: c.ConsumerLogRetention, Mode: c.Mode, BatchSize: c.BatchSize,
 		Policy: c.Policy, DSN: c.DSN,
+	}
+}
+
+// inboxReplayOptions: the parked-time window is inbox's Since/Until (first_seen_at),
+// and the replay id leads requested_by so a re-run and the operator find the request.
+func inboxReplayOptions(c *config.InboxReplay) (inbox.ReplaySelector, inbox.ReplayOptions) {
+	s := c.Selector
+	sel := inbox.ReplaySelector{EventIDs: s.EventIDs, EventType: s.EventType, ErrorCode: s.ErrorCode}
+	if s.ParkedAfter != nil {
+		sel.Since = *s.ParkedAfter
+	}
+	if s.ParkedBefore != nil {
+		sel.Until = *s.ParkedBefore
+	}
+	return sel, inbox.ReplayOptions{
+		RequestedBy: c.RequestedBy, Key: c.ReplayID, Reason: c.Reason,
+		Rate: c.Rate, Limit: c.Limit,
 	}
 }

@@ -73,6 +73,18 @@ func (b *binder) integer(p *int, name, env string, def int, usage string) {
 	b.fs.IntVar(p, name, def, usage+" (env "+env+")")
 }
 
+func (b *binder) number(p *float64, name, env string, def float64, usage string) {
+	if v, ok := b.getenv(env); ok && v != "" {
+		parsed, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			b.errs = append(b.errs, fmt.Errorf("environment variable %s=%q is not a number", env, v))
+		} else {
+			def = parsed
+		}
+	}
+	b.fs.Float64Var(p, name, def, usage+" (env "+env+")")
+}
+
 func (b *binder) duration(p *time.Duration, name, env string, def time.Duration, usage string) {
 	if v, ok := b.getenv(env); ok && v != "" {
 		parsed, err := time.ParseDuration(strings.TrimSpace(v))
@@ -148,9 +160,14 @@ func Usage(cmd string) string {
 		bindReplay(b, &Replay{})
 	case "archive":
 		bindArchive(b, &Archive{})
+	case contract.CommandInboxReplay:
+		bindInboxReplay(b, &InboxReplay{})
 	}
 	var sb strings.Builder
 	b.fs.SetOutput(&sb)
 	b.fs.PrintDefaults()
+	if cmd == contract.CommandInboxReplay {
+		sb.WriteString(inboxReplayEnvUsage)
+	}
 	return sb.String()
 }
