@@ -96,11 +96,25 @@ func (r *DeadLetterReplayReconciler) start(ctx context.Context, rp *outboxv1.Dea
 	if err != nil {
 		return ctrl.Result{}, err
 	}
+	if current, err := r.isCurrent(ctx, rp); err != nil || !current {
+		return ctrl.Result{RequeueAfter: time.Second}, err // the watch brings the newer version
+	}
 	if err := r.createJob(ctx, rp, job); err != nil {
 		return ctrl.Result{}, err
 	}
 	markStarted(rp, st, job.Name)
 	return ctrl.Result{RequeueAfter: replayPoll}, nil
+}
+
+// isCurrent reports whether rp is the API server's current version. The Job is
+// created once, from the spec it freezes, so it must not come from a cache that has
+// not yet seen the user's last edit of the spec (that edit would be silently lost).
+func (r *DeadLetterReplayReconciler) isCurrent(ctx context.Context, rp *outboxv1.DeadLetterReplay) (bool, error) {
+	var cur outboxv1.DeadLetterReplay
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(rp), &cur); err != nil {
+		return false, fmt.Errorf("read DeadLetterReplay %s/%s: %w", rp.Namespace, rp.Name, err)
+	}
+	return cur.ResourceVersion == rp.ResourceVersion, nil
 }
 
 // desiredJob renders the Job once what it needs was found: the consumer database's
