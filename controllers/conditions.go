@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -41,6 +42,33 @@ func setCondition(conds *[]metav1.Condition, gen int64, typ string, status metav
 	})
 }
 
+// stalledReasons are the Ready=False reasons no amount of waiting fixes: a user must
+// create or fix something, or the replay has ended badly.
+var stalledReasons = map[string]bool{
+	outboxv1.ReasonSecretNotFound: true, outboxv1.ReasonSecretKeyNotFound: true, outboxv1.ReasonSecretForbidden: true,
+	outboxv1.ReasonInvalidSpec: true, outboxv1.ReasonNameConflict: true, outboxv1.ReasonTableMissing: true,
+	outboxv1.ReasonPipelineNotFound: true, outboxv1.ReasonJobFailed: true, outboxv1.ReasonJobMissing: true,
+	outboxv1.ReasonNoConsumer: true,
+}
+
+// setKstatusConditions derives the kstatus conditions from Ready and the caller's
+// reconciling (with its reason and message): Stalled while Ready is False for a
+// stalled reason, Reconciling while reconciling. Both are removed when not True, as
+// kstatus recommends for abnormal-true conditions.
+func setKstatusConditions(conds *[]metav1.Condition, gen int64, reconciling bool, reason, msg string) {
+	ready := meta.FindStatusCondition(*conds, outboxv1.ConditionReady)
+	if ready != nil && ready.Status == metav1.ConditionFalse && stalledReasons[ready.Reason] {
+		setCondition(conds, gen, outboxv1.ConditionStalled, metav1.ConditionTrue, ready.Reason, ready.Message)
+	} else {
+		meta.RemoveStatusCondition(conds, outboxv1.ConditionStalled)
+	}
+	if reconciling && meta.FindStatusCondition(*conds, outboxv1.ConditionStalled) == nil { // kstatus reads Reconciling first
+		setCondition(conds, gen, outboxv1.ConditionReconciling, metav1.ConditionTrue, reason, msg)
+	} else {
+		meta.RemoveStatusCondition(conds, outboxv1.ConditionReconciling)
+	}
+}
+
 // emitTransitions records an Event for every condition whose status or reason changed.
 // Ready=True and recoveries are Normal; anything not ready or degraded is a Warning.
 func emitTransitions(rec events.EventRecorder, obj runtime.Object, before, after []metav1.Condition) {
@@ -55,8 +83,8 @@ func emitTransitions(rec events.EventRecorder, obj runtime.Object, before, after
 		if old == nil && c.Type != outboxv1.ConditionReady && c.Status == metav1.ConditionFalse {
 			continue // "not degraded/not progressing" on creation is no news
 		}
-		if c.Type == outboxv1.ConditionProgressing {
-			continue // rollouts already produce Deployment events
+		if c.Type == outboxv1.ConditionProgressing || c.Type == outboxv1.ConditionReconciling || c.Type == outboxv1.ConditionStalled {
+			continue // rollouts produce Deployment events; the kstatus pair repeats Ready
 		}
 		typ := corev1.EventTypeNormal
 		if (c.Type == outboxv1.ConditionReady && c.Status == metav1.ConditionFalse) ||
@@ -81,22 +109,24 @@ type conditionedStatus[S any] interface {
 // The whole status is sent (an update, not a JSON merge patch computed from two Go
 // structs): counts that are 0 in both the fetched and the desired struct would be left
 // out of such a patch and never show up as 0 in `kubectl get`. A conflict means the
-// object changed since it was fetched; that change queues another reconcile, which
-// writes the status then.
+// object changed since it was fetched: the pass is requeued, so the status is written
+// from the newer object (a change of status alone queues nothing: the controllers
+// watch generation changes, and a finished replay has nothing else to wake it).
+// result is the pass's own result, returned when the write went through.
 func patchStatusIfChanged[S any, PS conditionedStatus[S]](ctx context.Context, c client.Client, rec events.EventRecorder,
-	obj client.Object, live, desired PS) error {
+	obj client.Object, live, desired PS, result ctrl.Result) (ctrl.Result, error) {
 	if equality.Semantic.DeepEqual(live, desired) {
-		return nil
+		return result, nil
 	}
 	before := live.GetConditions()
 	*live = *desired
 	if err := c.Status().Update(ctx, obj, client.FieldOwner(FieldOwner)); err != nil {
 		if apierrors.IsConflict(err) {
-			logf.FromContext(ctx).V(1).Info("status update conflict; the next reconcile writes it")
-			return nil
+			logf.FromContext(ctx).V(1).Info("status update conflict; requeued to write it from the newer object")
+			return ctrl.Result{Requeue: true}, nil
 		}
-		return fmt.Errorf("update status: %w", err)
+		return ctrl.Result{}, fmt.Errorf("update status: %w", err)
 	}
 	emitTransitions(rec, obj, before, desired.GetConditions())
-	return nil
+	return result, nil
 }

@@ -72,10 +72,9 @@ func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Req
 			return ctrl.Result{}, err
 		}
 	}
-	if err := patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st); err != nil {
-		return ctrl.Result{}, err
-	}
-	return result, nil
+	setKstatusConditions(&st.Conditions, rp.Generation, !replayFinished(st), outboxv1.ReasonReplayInProgress,
+		"the replay is "+st.Phase)
+	return patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st, result)
 }
 
 func (r *DeadLetterReplayReconciler) reconcile(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) (ctrl.Result, error) {

@@ -77,10 +77,8 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		setNotReady(st, p.Generation, problem)
 		result = ctrl.Result{RequeueAfter: pd.Spec.Monitoring.StatusInterval.Duration}
 	}
-	if err := patchStatusIfChanged(ctx, r.Client, r.Recorder, p, &p.Status, st); err != nil {
-		return ctrl.Result{}, err
-	}
-	return result, nil
+	setPipelineKstatus(st, p.Generation)
+	return patchStatusIfChanged(ctx, r.Client, r.Recorder, p, &p.Status, st, result)
 }
 
 // reconcile runs the phases between fetch and the status write on p (with defaults),

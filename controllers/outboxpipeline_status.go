@@ -160,3 +160,15 @@ func timePtr(t time.Time) *metav1.Time {
 	mt := metav1.NewTime(t.Truncate(time.Second))
 	return &mt
 }
+
+// setPipelineKstatus: a pipeline is Reconciling while its Progressing condition is
+// True (a rollout that old workers still serve), with Progressing's reason.
+func setPipelineKstatus(st *outboxv1.OutboxPipelineStatus, gen int64) {
+	progressing := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionProgressing)
+	rolling := progressing != nil && progressing.Status == metav1.ConditionTrue
+	reason, msg := "", ""
+	if rolling {
+		reason, msg = progressing.Reason, progressing.Message
+	}
+	setKstatusConditions(&st.Conditions, gen, rolling, reason, msg)
+}

@@ -68,10 +68,8 @@ func (r *RetentionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 	}
-	if err := patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st); err != nil {
-		return ctrl.Result{}, err
-	}
-	return result, nil
+	setKstatusConditions(&st.Conditions, rp.Generation, false, "", "")
+	return patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st, result)
 }
 
 // reconcile: validate the schedule, resolve the pipeline, apply the CronJob, mirror

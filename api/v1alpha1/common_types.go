@@ -40,4 +40,13 @@ const (
 	// ConditionDegraded is True when something needs a human: database unreachable,
 	// dead events piling up, events waiting longer than the threshold.
 	ConditionDegraded = "Degraded"
+	// ConditionStalled (kstatus convention, present only while True) says waiting will
+	// not help: a user must act (create the Secret, fix the spec, start the consumer).
+	// Its reason and message are Ready's. GitOps tools (Flux, kpt, cli-utils) then
+	// report Failed instead of waiting for their timeout.
+	ConditionStalled = "Stalled"
+	// ConditionReconciling (kstatus convention, present only while True) says the
+	// resource is on its way to what the spec asks: a pipeline rolling out, a replay
+	// not finished yet. GitOps tools then report InProgress, not Current.
+	ConditionReconciling = "Reconciling"
 )

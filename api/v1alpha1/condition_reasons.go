@@ -47,8 +47,11 @@ const (
 	ReasonRolloutComplete = "RolloutComplete"
 	// ReasonPipelineNotFound (Ready=False): the referenced OutboxPipeline does not exist.
 	ReasonPipelineNotFound = "PipelineNotFound"
-	// ReasonJobCreated (DeadLetterReplay, Progressing=True): the replay Job runs.
+	// ReasonJobCreated (DeadLetterReplay, Ready=True): the replay Job runs.
 	ReasonJobCreated = "JobCreated"
+	// ReasonReplayInProgress (DeadLetterReplay, Reconciling=True): the replay has not
+	// finished (phase Pending or Running).
+	ReasonReplayInProgress = "ReplayInProgress"
 	// ReasonJobMissing (DeadLetterReplay): the replay Job was deleted before it ended.
 	ReasonJobMissing = "JobMissing"
 	// ReasonCompleted (DeadLetterReplay, Ready=True): the replay finished.
