@@ -156,6 +156,7 @@ func (r *DeadLetterReplayReconciler) observe(ctx context.Context, rp *outboxv1.D
 	} else {
 		r.readAudit(ctx, rp, st)
 	}
+	setProgress(st, time.Now())
 	if replayFinished(st) {
 		return ctrl.Result{}, nil
 	}

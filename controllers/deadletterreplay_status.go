@@ -11,6 +11,7 @@ package controllers
 
 import (
 	"fmt"
+	"time"
 
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -65,7 +66,7 @@ func mirrorJob(rp *outboxv1.DeadLetterReplay, job *batchv1.Job, st *outboxv1.Dea
 // replayRecord says where the replay's record is, for messages.
 func replayRecord(rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) string {
 	if rp.Spec.Consumer != nil {
-		return fmt.Sprintf("the consumer database's message_consume_replay row whose requested_by starts with %s", st.ReplayID)
+		return fmt.Sprintf("the consumer database's message_consume_replay row with request_key %s", st.ReplayID)
 	}
 	return "the audit row " + st.ReplayID
 }
@@ -77,4 +78,25 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 		}
 	}
 	return false
+}
+
+// setProgress derives the pace and the time left from the counts: replayed events per
+// second since the start, and the rest of the matched events at that pace. Both are
+// cleared once the replay has finished or before anything was replayed.
+func setProgress(st *outboxv1.DeadLetterReplayStatus, now time.Time) {
+	st.ReplayedPerSecond, st.EstimatedTimeRemaining = 0, ""
+	if st.StartTime == nil || st.Replayed <= 0 {
+		return
+	}
+	elapsed := now.Sub(st.StartTime.Time).Seconds()
+	if elapsed < 1 {
+		return
+	}
+	rate := float64(st.Replayed) / elapsed
+	st.ReplayedPerSecond = int64(rate + 0.5)
+	if replayFinished(st) || st.Matched <= st.Replayed {
+		return
+	}
+	left := time.Duration(float64(st.Matched-st.Replayed) / rate * float64(time.Second))
+	st.EstimatedTimeRemaining = left.Round(time.Second).String()
 }

@@ -223,7 +223,7 @@ type DeadLetterReplayStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// ReplayID identifies this replay in the <table>_replay_audit table. With
-	// spec.consumer, requested_by of its message_consume_replay row starts with it.
+	// spec.consumer it is the request_key of its message_consume_replay row.
 	// +optional
 	ReplayID string `json:"replayID,omitempty"`
 
@@ -262,6 +262,16 @@ type DeadLetterReplayStatus struct {
 	// CompletionTime is when the Job finished (succeeded or failed).
 	// +optional
 	CompletionTime *metav1.Time `json:"completionTime,omitempty"`
+
+	// ReplayedPerSecond is the replay's pace so far: replayed events per second since
+	// startTime (0 until the first is replayed).
+	// +optional
+	ReplayedPerSecond int64 `json:"replayedPerSecond,omitempty"`
+
+	// EstimatedTimeRemaining is how long the rest of the matched events take at that
+	// pace (e.g. "4m10s"); empty when unknown or finished.
+	// +optional
+	EstimatedTimeRemaining string `json:"estimatedTimeRemaining,omitempty"`
 }
 
 // DeadLetterReplay replays selected DEAD events of a pipeline with their original
@@ -276,6 +286,8 @@ type DeadLetterReplayStatus struct {
 // +kubebuilder:printcolumn:name="Matched",type=integer,JSONPath=`.status.matched`
 // +kubebuilder:printcolumn:name="Replayed",type=integer,JSONPath=`.status.replayed`
 // +kubebuilder:printcolumn:name="Dead Again",type=integer,JSONPath=`.status.deadAgain`
+// +kubebuilder:printcolumn:name="Rate",type=integer,JSONPath=`.status.replayedPerSecond`,description="Replayed events per second so far"
+// +kubebuilder:printcolumn:name="ETA",type=string,JSONPath=`.status.estimatedTimeRemaining`,description="Time left at the pace so far"
 // +kubebuilder:printcolumn:name="Dry Run",type=boolean,JSONPath=`.spec.dryRun`,priority=1
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

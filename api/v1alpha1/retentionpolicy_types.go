@@ -161,6 +161,7 @@ type RetentionPolicyStatus struct {
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.mode`
 // +kubebuilder:printcolumn:name="Suspend",type=boolean,JSONPath=`.spec.suspend`
 // +kubebuilder:printcolumn:name="Last Run",type=date,JSONPath=`.status.lastRunTime`
+// +kubebuilder:printcolumn:name="Next Run",type=string,JSONPath=`.status.nextRunTime`,description="When the next run is due (a time: an age column cannot show the future)"
 // +kubebuilder:printcolumn:name="Sent",type=integer,JSONPath=`.status.lastSentArchived`,description="SENT rows the newest recorded run archived (or deleted)"
 // +kubebuilder:printcolumn:name="Dead",type=integer,JSONPath=`.status.lastDeadArchived`,description="DEAD rows the newest recorded run archived (or deleted)"
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
