@@ -21,6 +21,13 @@ help: ## Show targets.
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from kubebuilder markers.
 	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases
+	$(MAKE) --no-print-directory chart-crds
+
+.PHONY: chart-crds
+chart-crds: ## Copy the generated CRDs and manager ClusterRole into the Helm chart (test/ops fails on drift).
+	rm -f charts/outbox-operator/crds/*.yaml
+	cp config/crd/bases/*.yaml charts/outbox-operator/crds/
+	cp config/rbac/role.yaml charts/outbox-operator/files/manager-role.yaml
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.
@@ -43,8 +50,18 @@ postgres: ## Install PostgreSQL server binaries when missing (Debian package).
 	hack/install-postgres.sh
 
 .PHONY: test
-test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e.
+test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops.
 	go test $(GO_TEST_FLAGS) ./...
+	$(MAKE) --no-print-directory test-ops
+	$(MAKE) --no-print-directory test-gitops
+
+.PHONY: test-ops
+test-ops: postgres envtest controller-gen ## Helm chart, Prometheus rules and Grafana dashboard checks (nested module test/ops).
+	cd test/ops && go vet ./... && CONTROLLER_GEN=$(CONTROLLER_GEN) go test $(GO_TEST_FLAGS) ./...
+
+.PHONY: test-gitops
+test-gitops: postgres envtest ## kstatus and the Argo CD health checks of config/argocd against real status objects (nested module test/gitops).
+	cd test/gitops && go vet ./... && go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: bench
 bench: postgres ## Black-box benchmark: relayworker processes vs Watermill's forwarder, drain and latency; prints a table.
@@ -57,10 +74,11 @@ bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k
 
 ##@ Build
 .PHONY: build
-build: ## Build manager, relayworker and the dev broker into bin/.
+build: ## Build manager, relayworker, the dev broker and the kubectl-outbox plugin into bin/.
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager ./cmd/manager
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/relayworker ./cmd/relayworker
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devbroker ./hack/devbroker
+	CGO_ENABLED=0 go build -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
 
 .PHONY: run
 run: manifests ## Run the manager against the cluster in ~/.kube/config.

@@ -75,6 +75,7 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 			return ctrl.Result{}, err
 		}
 		setNotReady(st, p.Generation, problem)
+		pipelineMetrics.unread(p.Namespace, p.Name)
 		result = ctrl.Result{RequeueAfter: pd.Spec.Monitoring.StatusInterval.Duration}
 	}
 	setPipelineKstatus(st, p.Generation)
@@ -99,6 +100,7 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	observeWorkers(p, children.deployment, st)
 	now := r.now()
 	stats, dbProblem := r.readStats(ctx, p, table, string(secrets.Data[p.Spec.Source.DSNSecretRef]))
+	pipelineMetrics.observe(p, st, stats, dbProblem, now)
 	if dbProblem == nil {
 		recordStats(st, stats, now)
 	}
@@ -114,6 +116,7 @@ func (r *OutboxPipelineReconciler) fetch(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pools.Forget(poolKey(req.Namespace, req.Name))
+			pipelineMetrics.forget(req.Namespace, req.Name)
 			return nil, nil
 		}
 		return nil, fmt.Errorf("get OutboxPipeline %s: %w", req.NamespacedName, err)

@@ -12,6 +12,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -21,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
@@ -36,7 +38,7 @@ func main() {
 }
 
 func run() error {
-	var metricsAddr, probeAddr, relayImage, leaderNS string
+	var metricsAddr, probeAddr, relayImage, leaderNS, watchNS string
 	var leaderElect bool
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
@@ -46,6 +48,7 @@ func run() error {
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
+	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces whose resources the manager reconciles (default: all)")
 	flag.StringVar(&relayImage, "relay-image", defImage, "default relay worker image (env RELAY_IMAGE); an OutboxPipeline's spec.image overrides it")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -72,7 +75,7 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 		// Owned kinds are cached only when labelled managed-by=outbox-operator; Secrets
 		// are never cached (read one by one in the referencing namespace).
-		Cache:  cache.Options{ByObject: controllers.CacheByObject()},
+		Cache:  cacheOptions(watchNS),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
 	})
 	if err != nil {
@@ -84,12 +87,30 @@ func run() error {
 	if err := controllers.SetupAll(ctx, mgr, relayImage, pools); err != nil {
 		return err
 	}
+	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
+	metrics.Registry.MustRegister(controllers.NewResourceCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect)
+	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", watchNS)
 	return mgr.Start(ctx)
+}
+
+// cacheOptions limits every informer to the watched namespaces, if any: a manager
+// installed for some namespaces then neither lists nor watches the rest of the cluster
+// (its RBAC may still be cluster-wide).
+func cacheOptions(watch string) cache.Options {
+	opts := cache.Options{ByObject: controllers.CacheByObject()}
+	for _, ns := range strings.Split(watch, ",") {
+		if ns = strings.TrimSpace(ns); ns != "" {
+			if opts.DefaultNamespaces == nil {
+				opts.DefaultNamespaces = map[string]cache.Config{}
+			}
+			opts.DefaultNamespaces[ns] = cache.Config{}
+		}
+	}
+	return opts
 }
