@@ -27,7 +27,8 @@ Commands:
   status                 pipelines, replays and retention policies of a namespace (-A: all)
   trace EVENT_ID         where one event is: outbox row, archive, replay audit, consumers
   trace --aggregate T/ID the outbox rows of one aggregate, in version order
-  replay                 create a DeadLetterReplay (a server-side dry run unless --confirm)
+  replay                 create a DeadLetterReplay of a pipeline's DEAD events or a consumer
+                         group's parked messages (a server-side dry run unless --confirm)
 
 Run "kubectl outbox COMMAND --help" for a command's flags.
 `
@@ -115,7 +116,7 @@ func lookup(name string, stdout, stderr io.Writer) (command, string, error) {
 	case "trace":
 		return &traceCmd{out: stdout, warn: stderr}, "trace EVENT_ID | --aggregate TYPE/ID [--pipeline NAME] [--consumer-db SECRET/KEY ...]", nil
 	case "replay":
-		return &replayCmd{out: stdout}, "replay --pipeline NAME --reason TEXT SELECTOR-FLAGS [--dry-run=false] [--confirm [--follow]]", nil
+		return &replayCmd{out: stdout}, "replay (--pipeline NAME [--dry-run=false] | --consumer-group GROUP --consumer-db SECRET/KEY [--consumer-schema S] [--limit N]) --reason TEXT SELECTOR-FLAGS [--confirm [--follow]]", nil
 	}
 	return nil, "", usagef("unknown command %q; the commands are status, trace and replay", name)
 }

@@ -33,6 +33,15 @@ func (c *replayCmd) preview(ctx context.Context, s *session, rp *outboxv1.DeadLe
 	}
 	fmt.Fprintf(c.out, "Server-side dry run: nothing was created. The API server accepts this DeadLetterReplay (%s):\n\n", mode(rp))
 	fmt.Fprintf(c.out, "%s\n", b)
+	if cs := rp.Spec.Consumer; cs != nil {
+		limit := "the limit"
+		if cs.Limit > 0 {
+			limit = fmt.Sprint(cs.Limit)
+		}
+		fmt.Fprintf(c.out, "Next: add --confirm to create it and start the replay: a running consumer of group %q handles the matching\n", cs.Group)
+		fmt.Fprintf(c.out, "parked messages again (at most %s, oldest first). A consumer replay cannot only count; there is no --dry-run.\n", limit)
+		return nil
+	}
 	if rp.Spec.DryRun {
 		fmt.Fprintln(c.out, "Next: add --confirm to create it and learn how many DEAD events match (nothing is replayed);")
 		fmt.Fprintln(c.out, "then --dry-run=false --confirm to replay them.")
@@ -82,7 +91,29 @@ func progress(rp *outboxv1.DeadLetterReplay) string {
 	if phase == "" {
 		phase = "(not started)"
 	}
-	line := fmt.Sprintf("phase %s  matched %d  replayed %d  succeeded %d  dead again %d", phase, st.Matched, st.Replayed, st.Succeeded, st.DeadAgain)
+	var line string
+	if rp.Spec.Consumer != nil {
+		// The consumer group's own record: its state, and succeeded split into applied
+		// and duplicates; deadAgain are messages whose handler failed again (still parked).
+		cs := outboxv1.ConsumerReplayStatus{}
+		if st.Consumer != nil {
+			cs = *st.Consumer
+		}
+		state := cs.State
+		if state == "" {
+			state = "-"
+		}
+		line = fmt.Sprintf("phase %s  consumer %s  matched %d  replayed %d  applied %d  duplicates %d  failed again %d",
+			phase, state, st.Matched, st.Replayed, cs.Applied, cs.Duplicates, st.DeadAgain)
+	} else {
+		line = fmt.Sprintf("phase %s  matched %d  replayed %d  succeeded %d  dead again %d", phase, st.Matched, st.Replayed, st.Succeeded, st.DeadAgain)
+	}
+	if st.ReplayedPerSecond > 0 {
+		line += fmt.Sprintf("  %d/s", st.ReplayedPerSecond)
+	}
+	if st.EstimatedTimeRemaining != "" {
+		line += "  ETA " + st.EstimatedTimeRemaining
+	}
 	if c := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionReady); c != nil {
 		line += fmt.Sprintf("  Ready=%s %s: %s", c.Status, c.Reason, oneLine(c.Message))
 	}
@@ -107,6 +138,18 @@ func finished(rp *outboxv1.DeadLetterReplay) (bool, error) {
 // summary is the closing line of a replay that succeeded.
 func summary(rp *outboxv1.DeadLetterReplay) string {
 	st := rp.Status
+	if rp.Spec.Consumer != nil {
+		cs := outboxv1.ConsumerReplayStatus{}
+		if st.Consumer != nil {
+			cs = *st.Consumer
+		}
+		line := fmt.Sprintf("replay finished: %d parked messages matched, %d replayed (%d applied, %d duplicates), %d failed again and stay parked",
+			st.Matched, st.Replayed, cs.Applied, cs.Duplicates, st.DeadAgain)
+		if lim := rp.Spec.Consumer.Limit; lim > 0 && st.Matched >= int64(lim) {
+			line += fmt.Sprintf("; matched reached the limit %d, so more may match: run the replay again", lim)
+		}
+		return line
+	}
 	if rp.Spec.DryRun {
 		return fmt.Sprintf("dry run finished: %d DEAD events match, nothing was replayed; replay them with --dry-run=false --confirm", st.Matched)
 	}

@@ -22,16 +22,27 @@ type selectorFlags struct {
 func (f *selectorFlags) bind(fs *pflag.FlagSet) {
 	fs.StringSliceVar(&f.eventIDs, "event-id", nil, "replay these event ids (repeatable or comma-separated)")
 	fs.StringVar(&f.eventType, "event-type", "", "match event_type")
-	fs.StringVar(&f.aggregateType, "aggregate-type", "", "match aggregate_type")
-	fs.StringVar(&f.aggregateID, "aggregate-id", "", "match aggregate_id (needs --aggregate-type)")
-	fs.StringVar(&f.errorCode, "error-code", "", "match last_error_code, e.g. MESSAGE_TOO_LARGE")
-	fs.StringVar(&f.destination, "destination", "", "match the destination topic")
-	fs.StringVar(&f.createdAfter, "created-after", "", "match rows created at or after this RFC 3339 time")
-	fs.StringVar(&f.createdBefore, "created-before", "", "match rows created before this RFC 3339 time")
+	fs.StringVar(&f.aggregateType, "aggregate-type", "", "match aggregate_type (not with --consumer-group)")
+	fs.StringVar(&f.aggregateID, "aggregate-id", "", "match aggregate_id (needs --aggregate-type; not with --consumer-group)")
+	fs.StringVar(&f.errorCode, "error-code", "", "match last_error_code, e.g. MESSAGE_TOO_LARGE (with --consumer-group: the park code, e.g. retries_exhausted)")
+	fs.StringVar(&f.destination, "destination", "", "match the destination topic (not with --consumer-group)")
+	fs.StringVar(&f.createdAfter, "created-after", "", "match rows created at or after this RFC 3339 time (with --consumer-group: first parked)")
+	fs.StringVar(&f.createdBefore, "created-before", "", "match rows created before this RFC 3339 time (with --consumer-group: first parked)")
 }
 
-// selector checks the rules the CRD enforces with CEL, naming the flags.
-func (f *selectorFlags) selector() (outboxv1.ReplaySelector, error) {
+// selector checks the rules the CRD enforces with CEL, naming the flags. consumer is
+// a replay of a consumer group's parked messages (spec.consumer), which cannot be
+// selected by aggregate or destination.
+func (f *selectorFlags) selector(consumer bool) (outboxv1.ReplaySelector, error) {
+	if consumer {
+		for _, o := range []struct{ flag, v string }{
+			{"--aggregate-type", f.aggregateType}, {"--aggregate-id", f.aggregateID}, {"--destination", f.destination},
+		} {
+			if o.v != "" {
+				return outboxv1.ReplaySelector{}, usagef("%s selects DEAD outbox events; with --consumer-group select parked messages by --event-id, --event-type, --error-code, --created-after or --created-before", o.flag)
+			}
+		}
+	}
 	sel := outboxv1.ReplaySelector{
 		EventIDs: f.eventIDs, EventType: f.eventType, AggregateType: f.aggregateType,
 		AggregateID: f.aggregateID, ErrorCode: f.errorCode, Destination: f.destination,
@@ -51,6 +62,9 @@ func (f *selectorFlags) selector() (outboxv1.ReplaySelector, error) {
 	switch {
 	case sel.AggregateID != "" && sel.AggregateType == "":
 		return sel, usagef("--aggregate-id needs --aggregate-type")
+	case consumer && len(sel.EventIDs) == 0 && sel.EventType == "" && sel.ErrorCode == "" &&
+		sel.CreatedAfter == nil && sel.CreatedBefore == nil:
+		return sel, usagef("give at least one selector flag (--event-id, --event-type, --error-code, --created-after, --created-before): a replay of everything is never an accident")
 	case len(sel.EventIDs) == 0 && sel.EventType == "" && sel.AggregateType == "" && sel.ErrorCode == "" &&
 		sel.Destination == "" && sel.CreatedAfter == nil && sel.CreatedBefore == nil:
 		return sel, usagef("give at least one selector flag (--event-id, --event-type, --aggregate-type, --error-code, --destination, --created-after, --created-before): a replay of everything is never an accident")
