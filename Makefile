@@ -1,6 +1,7 @@
 # outbox-operator Makefile (kubebuilder v4 tradition).
 IMG ?= outbox-operator:dev
 RELAY_IMG ?= outbox-relayworker:dev
+DEVBROKER_IMG ?= outbox-devbroker:dev
 LOCALBIN ?= $(CURDIR)/bin
 CONTROLLER_GEN ?= $(LOCALBIN)/controller-gen
 CONTROLLER_TOOLS_VERSION ?= v0.23.0
@@ -49,11 +50,20 @@ envtest: ## Build (once) kube-apiserver and etcd for envtest into bin/k8s.
 postgres: ## Install PostgreSQL server binaries when missing (Debian package).
 	hack/install-postgres.sh
 
+.PHONY: runc
+runc: ## Install runc when missing (Debian package; hack/images' runc test uses it).
+	hack/install-runc.sh
+
 .PHONY: test
-test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops.
+test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops, images.
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-ops
 	$(MAKE) --no-print-directory test-gitops
+	$(MAKE) --no-print-directory test-images
+
+.PHONY: test-images
+test-images: runc ## OCI images: Dockerfile vs builder table, tarball contents, entrypoints under runc (nested module hack/images).
+	cd hack/images && go vet ./... && go test $(GO_TEST_FLAGS) -v ./...
 
 .PHONY: test-ops
 test-ops: postgres envtest controller-gen ## Helm chart, Prometheus rules and Grafana dashboard checks (nested module test/ops).
@@ -88,9 +98,14 @@ run: manifests ## Run the manager against the cluster in ~/.kube/config.
 demo: postgres envtest ## Local demo stack: control plane, Postgres, broker, operator, a pipeline moving events.
 	go run ./hack/demo
 
+.PHONY: images
+images: ## Build the manager, relay and dev broker images as OCI tarballs in bin/images/ (no Docker engine, no base image; docs/images.md).
+	cd hack/images && go run . -out $(LOCALBIN)/images -manager-image $(IMG) -relayworker-image $(RELAY_IMG) -devbroker-image $(DEVBROKER_IMG)
+
 .PHONY: docker-build
-docker-build: ## Build the manager and relay images (needs a Docker engine).
+docker-build: ## Build the manager, relay and dev broker images (needs a Docker engine; `make images` does not).
 	docker build --target manager -t $(IMG) .
+	docker build --target devbroker -t $(DEVBROKER_IMG) .
 	docker build --target relayworker -t $(RELAY_IMG) .
 
 ##@ Deployment
