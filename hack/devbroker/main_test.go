@@ -5,6 +5,7 @@ import (
 	"net"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -76,11 +77,52 @@ func TestDevbrokerBadFlagsExitTwo(t *testing.T) {
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("build: %v: %s", err, out)
 	}
-	for _, args := range [][]string{{"--listen", "nonsense"}, {"--partitions", "0"}, {"--listen", "127.0.0.1:99999"}} {
+	for _, args := range [][]string{{"--listen", "nonsense"}, {"--partitions", "0"}, {"--listen", "127.0.0.1:99999"}, {"--advertise", "no-port"}} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		exit, ok := err.(*exec.ExitError)
 		if !ok || exit.ExitCode() != 2 || !strings.HasPrefix(string(out), "devbroker: ") || strings.Count(string(out), "\n") != 1 {
 			t.Errorf("%v: err=%v output=%q, want exit 2 and one line", args, err, out)
 		}
+	}
+}
+
+// TestDevbrokerAdvertisesTheGivenAddress: with --advertise, the metadata names that
+// address (what pods in a cluster must be told), while the broker listens where
+// --listen says.
+func TestDevbrokerAdvertisesTheGivenAddress(t *testing.T) {
+	bin := filepath.Join(t.TempDir(), "devbroker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v: %s", err, out)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := l.Addr().String()
+	l.Close()
+	_, port, _ := net.SplitHostPort(addr)
+	cmd := exec.Command(bin, "--listen", addr, "--advertise", "localhost:"+port)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = cmd.Process.Signal(syscall.SIGTERM); _ = cmd.Wait() }()
+	var brokers []kafka.Broker
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		conn, err := kafka.Dial("tcp", addr)
+		if err == nil {
+			brokers, err = conn.Brokers()
+			conn.Close()
+		}
+		if err == nil || time.Now().After(deadline) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if len(brokers) != 1 || brokers[0].Host != "localhost" || strconv.Itoa(brokers[0].Port) != port {
+		t.Fatalf("metadata brokers %+v, want localhost:%s", brokers, port)
 	}
 }
