@@ -18,16 +18,8 @@ import (
 // TestDevbrokerServesKafkaClients runs the binary the way the demo docs do and talks
 // to it with both clients the project uses: kafka-go writes, franz-go reads back.
 func TestDevbrokerServesKafkaClients(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "devbroker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v: %s", err, out)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	bin := build(t)
+	addr := freeAddr(t)
 
 	cmd := exec.Command(bin, "--listen", addr, "--partitions", "2", "--topics", "orders")
 	var stderr strings.Builder
@@ -73,10 +65,7 @@ func TestDevbrokerServesKafkaClients(t *testing.T) {
 }
 
 func TestDevbrokerBadFlagsExitTwo(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "devbroker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v: %s", err, out)
-	}
+	bin := build(t)
 	for _, args := range [][]string{{"--listen", "nonsense"}, {"--partitions", "0"}, {"--listen", "127.0.0.1:99999"}, {"--advertise", "no-port"}} {
 		out, err := exec.Command(bin, args...).CombinedOutput()
 		exit, ok := err.(*exec.ExitError)
@@ -90,16 +79,8 @@ func TestDevbrokerBadFlagsExitTwo(t *testing.T) {
 // address (what pods in a cluster must be told), while the broker listens where
 // --listen says.
 func TestDevbrokerAdvertisesTheGivenAddress(t *testing.T) {
-	bin := filepath.Join(t.TempDir(), "devbroker")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v: %s", err, out)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := l.Addr().String()
-	l.Close()
+	bin := build(t)
+	addr := freeAddr(t)
 	_, port, _ := net.SplitHostPort(addr)
 	cmd := exec.Command(bin, "--listen", addr, "--advertise", "localhost:"+port)
 	if err := cmd.Start(); err != nil {
@@ -125,4 +106,25 @@ func TestDevbrokerAdvertisesTheGivenAddress(t *testing.T) {
 	if len(brokers) != 1 || brokers[0].Host != "localhost" || strconv.Itoa(brokers[0].Port) != port {
 		t.Fatalf("metadata brokers %+v, want localhost:%s", brokers, port)
 	}
+}
+
+// build compiles the devbroker binary the way users run it.
+func build(t *testing.T) string {
+	t.Helper()
+	bin := filepath.Join(t.TempDir(), "devbroker")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("build: %v: %s", err, out)
+	}
+	return bin
+}
+
+// freeAddr is a loopback address with a port nothing listens on right now.
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
 }
