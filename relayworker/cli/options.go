@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/relayworker/relay"
 	"github.com/outbox-operator/outbox-operator/relayworker/replay"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
+	"strings"
 )
 
 func migrateOptions(c *config.Migrate) schema.Options {
@@ -62,7 +63,8 @@ func archiveOptions(c *config.Archive) archive.Options {
 }
 
 // inboxReplayOptions: the parked-time window is inbox's Since/Until (first_seen_at),
-// and the replay id leads requested_by so a re-run and the operator find the request.
+// the replay id is the request's key (a re-run and the operator find the request by
+// it), and names the requester when --requested-by is empty.
 func inboxReplayOptions(c *config.InboxReplay) (inbox.ReplaySelector, inbox.ReplayOptions) {
 	s := c.Selector
 	sel := inbox.ReplaySelector{EventIDs: s.EventIDs, EventType: s.EventType, ErrorCode: s.ErrorCode}
@@ -73,7 +75,16 @@ func inboxReplayOptions(c *config.InboxReplay) (inbox.ReplaySelector, inbox.Repl
 		sel.Until = *s.ParkedBefore
 	}
 	return sel, inbox.ReplayOptions{
-		RequestedBy: c.RequestedBy, Key: c.ReplayID, Reason: c.Reason,
+		RequestedBy: requestedBy(c), Key: c.ReplayID, Reason: c.Reason,
 		Rate: c.Rate, Limit: c.Limit,
 	}
+}
+
+// requestedBy is --requested-by, or the DeadLetterReplay (its replay id) when the
+// spec named nobody: inbox records who asked for every replay.
+func requestedBy(c *config.InboxReplay) string {
+	if strings.TrimSpace(c.RequestedBy) != "" {
+		return c.RequestedBy
+	}
+	return "DeadLetterReplay " + c.ReplayID
 }

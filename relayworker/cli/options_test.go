@@ -65,3 +65,15 @@ func allSet(t *testing.T, what string, v any, unset ...string) {
 	}
 	walk("", reflect.ValueOf(v))
 }
+
+// TestInboxReplayNamesTheRequester: inbox records who asked for every replay, so a
+// DeadLetterReplay that names nobody is recorded as itself.
+func TestInboxReplayNamesTheRequester(t *testing.T) {
+	_, o := inboxReplayOptions(&config.InboxReplay{ReplayID: "shop/fix/u-1"})
+	if o.RequestedBy != "DeadLetterReplay shop/fix/u-1" || o.Key != "shop/fix/u-1" {
+		t.Fatalf("RequestedBy %q Key %q", o.RequestedBy, o.Key)
+	}
+	if _, o := inboxReplayOptions(&config.InboxReplay{ReplayID: "shop/fix/u-1", RequestedBy: "oncall"}); o.RequestedBy != "oncall" {
+		t.Fatalf("RequestedBy %q, want oncall", o.RequestedBy)
+	}
+}

@@ -85,27 +85,15 @@ func (r *Replay) validate() error {
 	if err := r.Common.validate(); err != nil {
 		return err
 	}
-	if strings.TrimSpace(r.eventIDsRaw) != "" {
-		for _, id := range strings.Split(r.eventIDsRaw, ",") {
-			if id = strings.TrimSpace(id); id == "" {
-				return fmt.Errorf("--event-ids (REPLAY_EVENT_IDS) %q has an empty entry", r.eventIDsRaw)
-			}
-			r.Selector.EventIDs = append(r.Selector.EventIDs, strings.TrimSpace(id))
-		}
+	var err error
+	if r.Selector.EventIDs, err = splitList(r.eventIDsRaw, "--event-ids (REPLAY_EVENT_IDS)"); err != nil {
+		return err
 	}
-	for _, t := range []struct {
-		raw  string
-		flag string
-		dst  **time.Time
-	}{{r.afterRaw, "--created-after", &r.Selector.CreatedAfter}, {r.beforeRaw, "--created-before", &r.Selector.CreatedBefore}} {
-		if t.raw == "" {
-			continue
-		}
-		v, err := time.Parse(time.RFC3339, t.raw)
-		if err != nil {
-			return fmt.Errorf("%s %q is not an RFC 3339 time (e.g. 2026-11-30T10:00:00Z)", t.flag, t.raw)
-		}
-		*t.dst = &v
+	if r.Selector.CreatedAfter, err = parseTime(r.afterRaw, "--created-after"); err != nil {
+		return err
+	}
+	if r.Selector.CreatedBefore, err = parseTime(r.beforeRaw, "--created-before"); err != nil {
+		return err
 	}
 	s := r.Selector
 	switch {

@@ -112,7 +112,7 @@ func (r *Relay) send(work context.Context, rows []event.Row, msgs []kafka.Messag
 	if down && !shutdown && r.brokersAnswer(work, out) {
 		down = false // the brokers are fine: these partitions failed, a per-row matter
 	}
-	if down {
+	if down && !shutdown { // a publish cut short by the stop signal says nothing about the brokers
 		out.brokerDown, out.brokerErr = code, msg
 	}
 	for k, res := range results {
