@@ -53,11 +53,12 @@ var stalledReasons = map[string]bool{
 
 // setKstatusConditions derives the kstatus conditions from Ready and the caller's
 // reconciling (with its reason and message): Stalled while Ready is False for a
-// stalled reason, Reconciling while reconciling. Both are removed when not True, as
-// kstatus recommends for abnormal-true conditions.
-func setKstatusConditions(conds *[]metav1.Condition, gen int64, reconciling bool, reason, msg string) {
+// stalled reason (except selfHealing, a reason the resource fixes by itself here),
+// Reconciling while reconciling. Both are removed when not True, as kstatus
+// recommends for abnormal-true conditions.
+func setKstatusConditions(conds *[]metav1.Condition, gen int64, reconciling bool, reason, msg, selfHealing string) {
 	ready := meta.FindStatusCondition(*conds, outboxv1.ConditionReady)
-	if ready != nil && ready.Status == metav1.ConditionFalse && stalledReasons[ready.Reason] {
+	if ready != nil && ready.Status == metav1.ConditionFalse && stalledReasons[ready.Reason] && ready.Reason != selfHealing {
 		setCondition(conds, gen, outboxv1.ConditionStalled, metav1.ConditionTrue, ready.Reason, ready.Message)
 	} else {
 		meta.RemoveStatusCondition(conds, outboxv1.ConditionStalled)

@@ -47,6 +47,14 @@ func resolveConsumer(ctx context.Context, reader client.Reader, rp *outboxv1.Dea
 
 // consumerPoolKey: one pool per consumer database Secret key, shared by the replays
 // naming it. It cannot meet a pipeline's key (namespace/pipeline): names hold no '/'.
+// forgetConsumerPool closes a finished consumer replay's pool: nothing else reads that
+// database, and a later replay of the same consumer opens it again.
+func (r *DeadLetterReplayReconciler) forgetConsumerPool(rp *outboxv1.DeadLetterReplay) {
+	if c := rp.Spec.Consumer; c != nil {
+		r.Pools.Forget(consumerPoolKey(rp.Namespace, c.DatabaseSecretRef))
+	}
+}
+
 func consumerPoolKey(namespace string, ref outboxv1.SecretKeyRef) string {
 	return namespace + "/consumer-db/" + ref.Name + "/" + ref.Key
 }

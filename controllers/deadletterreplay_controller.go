@@ -73,7 +73,7 @@ func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Req
 		}
 	}
 	setKstatusConditions(&st.Conditions, rp.Generation, !replayFinished(st), outboxv1.ReasonReplayInProgress,
-		"the replay is "+st.Phase)
+		"the replay is "+st.Phase, "")
 	return patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st, result)
 }
 
@@ -151,13 +151,15 @@ func (r *DeadLetterReplayReconciler) observe(ctx context.Context, rp *outboxv1.D
 		return ctrl.Result{}, nil
 	}
 	mirrorJob(rp, &job, st)
+	replayedBefore := st.Replayed
 	if rp.Spec.Consumer != nil {
 		r.readConsumerReplay(ctx, rp, st)
 	} else {
 		r.readAudit(ctx, rp, st)
 	}
-	setProgress(st, time.Now())
+	setProgress(st, replayedBefore, time.Now())
 	if replayFinished(st) {
+		r.forgetConsumerPool(rp)
 		return ctrl.Result{}, nil
 	}
 	return ctrl.Result{RequeueAfter: replayPoll}, nil

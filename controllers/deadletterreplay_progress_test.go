@@ -32,10 +32,24 @@ func TestSetProgress(t *testing.T) {
 			if tc.started {
 				st.StartTime = &metav1.Time{Time: start}
 			}
-			setProgress(st, start.Add(tc.elapsed))
+			setProgress(st, -1, start.Add(tc.elapsed))
 			if st.ReplayedPerSecond != tc.wantRate || st.EstimatedTimeRemaining != tc.wantETA {
 				t.Fatalf("rate %d eta %q, want %d %q", st.ReplayedPerSecond, st.EstimatedTimeRemaining, tc.wantRate, tc.wantETA)
 			}
 		})
+	}
+}
+
+// TestSetProgressKeepsFiguresWithoutProgress: a pass that saw no new replayed event
+// keeps the figures, so the status is not rewritten for the clock alone.
+func TestSetProgressKeepsFiguresWithoutProgress(t *testing.T) {
+	start := time.Date(2026, 12, 1, 10, 0, 0, 0, time.UTC)
+	st := &outboxv1.DeadLetterReplayStatus{Phase: outboxv1.ReplayRunning, Matched: 1000, Replayed: 500,
+		StartTime: &metav1.Time{Time: start}}
+	setProgress(st, 0, start.Add(50*time.Second))
+	rate, eta := st.ReplayedPerSecond, st.EstimatedTimeRemaining
+	setProgress(st, 500, start.Add(65*time.Second))
+	if st.ReplayedPerSecond != rate || st.EstimatedTimeRemaining != eta || eta == "" {
+		t.Fatalf("figures moved without progress: %d %q, were %d %q", st.ReplayedPerSecond, st.EstimatedTimeRemaining, rate, eta)
 	}
 }

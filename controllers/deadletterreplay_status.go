@@ -83,7 +83,10 @@ func jobCondition(j *batchv1.Job, t batchv1.JobConditionType) bool {
 // setProgress derives the pace and the time left from the counts: replayed events per
 // second since the start, and the rest of the matched events at that pace. Both are
 // cleared once the replay has finished or before anything was replayed.
-func setProgress(st *outboxv1.DeadLetterReplayStatus, now time.Time) {
+func setProgress(st *outboxv1.DeadLetterReplayStatus, replayedBefore int64, now time.Time) {
+	if st.Replayed == replayedBefore && st.Replayed > 0 && !replayFinished(st) {
+		return // no progress since the last pass: keep the figures, do not rewrite the status for the clock
+	}
 	st.ReplayedPerSecond, st.EstimatedTimeRemaining = 0, ""
 	if st.StartTime == nil || st.Replayed <= 0 {
 		return

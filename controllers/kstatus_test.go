@@ -33,7 +33,7 @@ func TestSetKstatusConditions(t *testing.T) {
 				{Type: outboxv1.ConditionStalled, Status: metav1.ConditionTrue, Reason: "Old"},
 				{Type: outboxv1.ConditionReconciling, Status: metav1.ConditionTrue, Reason: "Old"},
 			}
-			setKstatusConditions(&conds, 3, tc.reconciling, "RollingOut", "rolling")
+			setKstatusConditions(&conds, 3, tc.reconciling, "RollingOut", "rolling", "")
 			stalled := meta.FindStatusCondition(conds, outboxv1.ConditionStalled)
 			rec := meta.FindStatusCondition(conds, outboxv1.ConditionReconciling)
 			if (stalled != nil) != tc.wantStalled || (rec != nil) != tc.wantReconciling {
@@ -46,5 +46,22 @@ func TestSetKstatusConditions(t *testing.T) {
 				t.Errorf("Reconciling reason %q", rec.Reason)
 			}
 		})
+	}
+}
+
+// TestMissingTableIsNotStalledWhenThePipelineMigratesIt: the migrate init container
+// creates the table as the pods start, so a new pipeline is Reconciling, not Failed.
+func TestMissingTableIsNotStalledWhenThePipelineMigratesIt(t *testing.T) {
+	for _, migrates := range []bool{true, false} {
+		st := &outboxv1.OutboxPipelineStatus{Conditions: []metav1.Condition{
+			{Type: outboxv1.ConditionReady, Status: metav1.ConditionFalse, Reason: outboxv1.ReasonTableMissing},
+			{Type: outboxv1.ConditionProgressing, Status: metav1.ConditionTrue, Reason: outboxv1.ReasonRollingOut},
+		}}
+		setPipelineKstatus(st, 1, migrates)
+		stalled := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionStalled) != nil
+		rec := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionReconciling) != nil
+		if stalled == migrates || rec != migrates {
+			t.Errorf("migrates=%v: stalled %v reconciling %v", migrates, stalled, rec)
+		}
 	}
 }

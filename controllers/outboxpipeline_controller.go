@@ -78,7 +78,7 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		pipelineMetrics.unread(p.Namespace, p.Name)
 		result = ctrl.Result{RequeueAfter: pd.Spec.Monitoring.StatusInterval.Duration}
 	}
-	setPipelineKstatus(st, p.Generation)
+	setPipelineKstatus(st, p.Generation, pd.Spec.Source.Migrate)
 	return patchStatusIfChanged(ctx, r.Client, r.Recorder, p, &p.Status, st, result)
 }
 

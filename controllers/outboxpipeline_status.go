@@ -137,10 +137,11 @@ func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, 
 	case brokerMsg != "":
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
 	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
-		age := now.Sub(st.OldestPendingTime.Time).Truncate(time.Second)
+		// The time, not the age: an age would change the message, and so write the
+		// status and wake every watcher, on every pass.
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonEventsDelayed, fmt.Sprintf(
-			"the oldest unpublished event is %s old (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
-			age, m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
+			"the oldest unpublished event has waited since %s (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
+			st.OldestPendingTime.UTC().Format(time.RFC3339), m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
 	case st.DeadLastIncreaseTime != nil && now.Sub(st.DeadLastIncreaseTime.Time) < m.DeadGrowthWindow.Duration:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonDeadEventsIncreasing, fmt.Sprintf(
 			"%d DEAD events, more than before (last increase %s); inspect last_error_code, fix the cause, then replay them with a DeadLetterReplay",
@@ -162,13 +163,19 @@ func timePtr(t time.Time) *metav1.Time {
 }
 
 // setPipelineKstatus: a pipeline is Reconciling while its Progressing condition is
-// True (a rollout that old workers still serve), with Progressing's reason.
-func setPipelineKstatus(st *outboxv1.OutboxPipelineStatus, gen int64) {
+// True (a rollout that old workers still serve), with Progressing's reason. A missing
+// table is not Stalled when the pipeline migrates it itself: the migrate init
+// container creates it as the pods start.
+func setPipelineKstatus(st *outboxv1.OutboxPipelineStatus, gen int64, migrates bool) {
 	progressing := meta.FindStatusCondition(st.Conditions, outboxv1.ConditionProgressing)
 	rolling := progressing != nil && progressing.Status == metav1.ConditionTrue
 	reason, msg := "", ""
 	if rolling {
 		reason, msg = progressing.Reason, progressing.Message
 	}
-	setKstatusConditions(&st.Conditions, gen, rolling, reason, msg)
+	selfHealing := ""
+	if migrates {
+		selfHealing = outboxv1.ReasonTableMissing
+	}
+	setKstatusConditions(&st.Conditions, gen, rolling, reason, msg, selfHealing)
 }

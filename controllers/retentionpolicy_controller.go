@@ -68,7 +68,7 @@ func (r *RetentionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Requ
 			return ctrl.Result{}, err
 		}
 	}
-	setKstatusConditions(&st.Conditions, rp.Generation, false, "", "")
+	setKstatusConditions(&st.Conditions, rp.Generation, false, "", "", "")
 	return patchStatusIfChanged(ctx, r.Client, r.Recorder, &rp, &rp.Status, st, result)
 }
 
