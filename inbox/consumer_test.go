@@ -169,3 +169,24 @@ func TestPoisonSentTwiceIsOneParkedRow(t *testing.T) {
 		t.Fatalf("dead counter %v, parked outcomes %d; want 1 and 2", got, tl.get(inbox.Parked))
 	}
 }
+
+// TestMessageTheDatabaseRefusesIsParked: an event id with a NUL byte makes the
+// consumer's own statement fail (PostgreSQL refuses NUL in text). That is no passing
+// fault: the message is tried MaxAttempts times, then parked (its text cleaned so the
+// parking table takes it) and the next message flows; the partition never stalls.
+func TestMessageTheDatabaseRefusesIsParked(t *testing.T) {
+	db, s := setup(t)
+	b := topicWith(t, 1, event{"bad\x00id", "u1", 1, `{}`}.kafka(""), event{"ok", "u2", 1, `{}`}.kafka(""))
+	var calls atomic.Int32
+	tl := newTally(2)
+	c, err := inbox.NewConsumer(s, addPoints(&calls), fastOptions(tl))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	runUntil(t, c, r, tl)
+	if got := parkedRows(t, db, "points"); got["badid"] != inbox.CodeRetriesExhausted || len(got) != 1 || total(t, db, "u2") != 10 {
+		t.Fatalf("parked %v, u2 total %d; want the bad id parked after its tries and ok applied", got, total(t, db, "u2"))
+	}
+}

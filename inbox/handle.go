@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -70,14 +69,13 @@ func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 	}
 	for attempt := 1; ; attempt++ {
 		outcomes, err := c.tryRun(ctx, run)
-		var se *ErrStore
 		switch {
 		case err == nil:
 			c.report(run, outcomes)
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.As(err, &se) || pgerr.IsConnection(err):
+		case waitable(err):
 			c.o.Log.Error(err, "consumer database failed; retrying the batch", "consumerGroup", c.s.group,
 				"eventId", run[0].m.EventID, "messages", len(run), "attempt", attempt)
 			if err := sleep(ctx, c.retry.Delay(attempt)); err != nil {
@@ -102,14 +100,13 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 			return c.park(ctx, in, fmt.Errorf("%w: an earlier version of %s/%s is parked", errPredecessorParked, in.m.AggregateType, in.m.AggregateID), tries)
 		}
 		o, err := c.s.handle(ctx, in.m, c.fn, c.o.WaitForGaps)
-		var se *ErrStore
 		switch {
 		case err == nil:
 			c.report([]incoming{in}, []Outcome{o})
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case errors.As(err, &se) || pgerr.IsConnection(err): // not the message's fault: wait, do not count
+		case waitable(err): // not the message's fault: wait, do not count
 			c.logFault(err, in, storeFaults)
 			if err := sleep(ctx, c.retry.Delay(storeFaults)); err != nil {
 				return err
@@ -160,3 +157,11 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// waitable reports whether err is the consumer database's passing fault (down,
+// connection lost, deadlock, out of resources): waited out, never charged to the
+// message. Any other failure, even of inbox's own statements (a NUL byte in an event
+// id, an aborted transaction the handler left behind), fails again the same way, so
+// it counts as a try and the message is parked in the end instead of stalling its
+// partition.
+func waitable(err error) bool { return pgerr.IsTransient(err) }

@@ -68,14 +68,18 @@ func (c *Consumer) deadLetter(ctx context.Context, in incoming, code string) {
 }
 
 // loadHeld reads the aggregates that already have a parked message.
+// The lock is held across the query: a park that committed during it would otherwise
+// be lost when the new set replaces the old one. heldAt moves even when the query
+// fails, so a database that is down costs one query per heldRefresh, not per message.
 func (c *Consumer) loadHeld(ctx context.Context) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.heldAt = time.Now()
 	held, err := c.s.openAggregates(ctx)
 	if err != nil {
 		return err
 	}
-	c.mu.Lock()
-	c.held, c.heldAt = held, time.Now()
-	c.mu.Unlock()
+	c.held = held
 	return nil
 }
 
@@ -84,7 +88,13 @@ func (c *Consumer) loadHeld(ctx context.Context) error {
 const heldRefresh = 10 * time.Second
 
 func (c *Consumer) refreshHeld(ctx context.Context) {
-	if !c.o.HoldAggregateOnPark || time.Since(c.heldAt) < heldRefresh {
+	if !c.o.HoldAggregateOnPark {
+		return
+	}
+	c.mu.Lock()
+	fresh := time.Since(c.heldAt) < heldRefresh
+	c.mu.Unlock()
+	if fresh {
 		return
 	}
 	if err := c.loadHeld(ctx); err != nil {

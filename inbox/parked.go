@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/segmentio/kafka-go"
 
@@ -108,7 +109,7 @@ type parkedRow struct {
 func (s *Store) park(ctx context.Context, p parkedRow) (bool, error) {
 	headers := map[string]string{}
 	for _, h := range p.km.Headers {
-		headers[h.Key] = string(h.Value)
+		headers[pgText(h.Key)] = pgText(string(h.Value))
 	}
 	hj, err := json.Marshal(headers)
 	if err != nil {
@@ -116,9 +117,9 @@ func (s *Store) park(ctx context.Context, p parkedRow) (bool, error) {
 	}
 	var inserted bool
 	err = s.db.QueryRowContext(ctx, parkSQL(s.parked),
-		s.group, p.km.Topic, p.km.Partition, p.km.Offset, p.m.EventID, p.m.EventType, p.m.AggregateType,
-		p.m.AggregateID, p.m.AggregateVersion, nullBytes(p.km.Key), hj, nullBytes(p.km.Value), p.code,
-		redact.Truncate(p.err.Error(), maxErrorMessage), p.attempts).Scan(&inserted)
+		s.group, p.km.Topic, p.km.Partition, p.km.Offset, pgText(p.m.EventID), pgText(p.m.EventType), pgText(p.m.AggregateType),
+		pgText(p.m.AggregateID), p.m.AggregateVersion, nullBytes(p.km.Key), hj, nullBytes(p.km.Value), p.code,
+		pgText(redact.Truncate(p.err.Error(), maxErrorMessage)), p.attempts).Scan(&inserted)
 	switch {
 	case errors.Is(err, sql.ErrNoRows): // merged into the event's open row
 		return false, nil
@@ -189,4 +190,11 @@ func nullBytes(b []byte) any {
 		return sql.Null[[]byte]{}
 	}
 	return b
+}
+
+// pgText makes s storable in a text or jsonb column: PostgreSQL refuses NUL bytes
+// and invalid UTF-8, and a message that carries them must still be parked, not
+// retried forever. The payload and key are bytea and kept as they are.
+func pgText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "")
 }

@@ -86,7 +86,9 @@ func (o *ReplayOptions) check(sel ReplaySelector) error {
 // duplicate and is only marked. A message that fails again stays parked with its
 // attempts and error updated. Every replay is recorded in ReplayTable.
 //
-// Replay runs in the caller; RequestReplay asks a running Consumer to do it.
+// Replay runs in the caller; RequestReplay asks a running Consumer to do it. A replay
+// stopped by ctx is handed back (REQUESTED): a running consumer of the group finishes
+// it.
 func (c *Consumer) Replay(ctx context.Context, sel ReplaySelector, o ReplayOptions) (ReplayResult, error) {
 	if err := o.check(sel); err != nil {
 		return ReplayResult{}, err
@@ -102,6 +104,9 @@ func (c *Consumer) Replay(ctx context.Context, sel ReplaySelector, o ReplayOptio
 // each and the end (DONE, or FAILED with the error).
 func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (ReplayResult, error) {
 	res := ReplayResult{ReplayID: id}
+	if st, err := c.s.replayStatus(ctx, id); err == nil { // a replay handed back goes on counting
+		res.Applied, res.Duplicates, res.Failed = st.Applied, st.Duplicates, st.Failed
+	}
 	rows, err := c.s.selectParked(ctx, id)
 	if err != nil {
 		return res, c.s.endReplay(ctx, res, err)
@@ -109,15 +114,19 @@ func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (Repla
 	res.Selected = len(rows)
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
 	defer tick.Stop()
+	failed := map[aggKey]bool{} // aggregates whose earlier message failed again in this replay
 	for i, p := range rows {
 		if i > 0 {
 			select {
 			case <-ctx.Done():
-				return res, c.s.endReplay(ctx, res, ctx.Err())
+				return res, c.s.handBackReplay(ctx, res)
 			case <-tick.C:
 			}
 		}
-		if err := c.replayOne(ctx, p, &res); err != nil {
+		if err := c.replayOne(ctx, p, &res, failed); err != nil {
+			if ctx.Err() != nil {
+				return res, c.s.handBackReplay(ctx, res)
+			}
 			return res, c.s.endReplay(ctx, res, err)
 		}
 		if err := c.s.replayProgress(ctx, res); err != nil {
@@ -133,9 +142,14 @@ func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (Repla
 }
 
 // replayOne handles one parked message; only a consumer database fault is an error.
-func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayResult) error {
+// With HoldAggregateOnPark, a message whose aggregate had an earlier message fail
+// again in this replay is not handled: it stays parked behind it, as when consumed.
+func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayResult, failed map[aggKey]bool) error {
 	m, err := FromKafka(p.km)
-	if err == nil {
+	k := aggKey{m.AggregateType, m.AggregateID}
+	if err == nil && c.o.HoldAggregateOnPark && m.AggregateID != "" && failed[k] {
+		err = fmt.Errorf("%w: an earlier version of %s/%s is still parked", errPredecessorParked, m.AggregateType, m.AggregateID)
+	} else if err == nil {
 		var o Outcome
 		o, err = c.s.handleThen(ctx, m, c.fn, c.o.WaitForGaps, func(tx *sql.Tx) error { return c.s.markReplayed(ctx, tx, p.km) })
 		switch o {
@@ -149,11 +163,11 @@ func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayRe
 			return nil
 		}
 	}
-	var se *ErrStore
-	if errors.As(err, &se) {
+	if waitable(err) {
 		return err
 	}
 	res.Failed++
+	failed[k] = true
 	c.o.Log.Info("replayed message failed again; it stays parked", "consumerGroup", c.s.group, "eventId", m.EventID, "error", err.Error())
 	_, err = c.s.park(ctx, parkedRow{km: p.km, m: m, code: parkCode(err), err: err, attempts: 1})
 	return err

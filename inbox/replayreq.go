@@ -166,6 +166,20 @@ WHERE replay_id = $1`, r.ReplayID, r.Applied, r.Duplicates, r.Failed)
 	return nil
 }
 
+// handBackReplay returns a replay stopped by its context (a consumer shutting down)
+// to REQUESTED with its counts so far, so another consumer of the group takes it at
+// once; the rows already replayed are REPLAYED and are not selected again. It
+// returns the context's error.
+func (s *Store) handBackReplay(ctx context.Context, r ReplayResult) error {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), commitTimeout)
+	defer cancel()
+	if _, err := s.db.ExecContext(rctx, `UPDATE `+s.replays+` SET status = 'REQUESTED', heartbeat_at = NULL,
+applied = $2, duplicates = $3, failed = $4 WHERE replay_id = $1`, r.ReplayID, r.Applied, r.Duplicates, r.Failed); err != nil {
+		return fmt.Errorf("inbox: hand back replay %d: %w (it is taken over after %s without a heartbeat)", r.ReplayID, err, replayStale)
+	}
+	return ctx.Err()
+}
+
 // endReplay records the end of a replay (DONE, or FAILED with runErr) and returns
 // runErr, or the recording's error. It records even when ctx has ended.
 func (s *Store) endReplay(ctx context.Context, r ReplayResult, runErr error) error {

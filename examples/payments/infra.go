@@ -6,13 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	_ "github.com/lib/pq" // driver "postgres"
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/redact"
 )
 
 // OpenDB opens and pings the database. Its errors never contain the DSN: a DSN that
@@ -20,28 +20,15 @@ import (
 func OpenDB(ctx context.Context, dsn string) (*sql.DB, error) {
 	db, err := sql.Open("postgres", dsn)
 	if err != nil {
-		return nil, fmt.Errorf("payments: database DSN is not valid: %s", redactDSN(err.Error(), dsn))
+		return nil, fmt.Errorf("payments: database DSN is not valid: %s", redact.DSN(err.Error(), dsn))
 	}
 	pctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pctx); err != nil {
 		db.Close()
-		return nil, fmt.Errorf("payments: database unreachable: %s", redactDSN(err.Error(), dsn))
+		return nil, fmt.Errorf("payments: database unreachable: %s", redact.DSN(err.Error(), dsn))
 	}
 	return db, nil
-}
-
-// redactDSN removes the DSN and its password from msg.
-func redactDSN(msg, dsn string) string {
-	if dsn != "" {
-		msg = strings.ReplaceAll(msg, dsn, "[dsn]")
-	}
-	if u, err := url.Parse(dsn); err == nil && u.User != nil {
-		if pw, ok := u.User.Password(); ok && pw != "" {
-			msg = strings.ReplaceAll(msg, pw, "[password]")
-		}
-	}
-	return msg
 }
 
 // EnsureTopic creates topic if it does not exist: the relay never creates topics,

@@ -46,3 +46,22 @@ func IsConnection(err error) bool {
 	return errors.Is(err, driver.ErrBadConn) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.As(err, &netErr)
 }
+
+// IsTransient reports whether retrying the same work later can succeed without
+// anything else changing: a connection fault (IsConnection), a serialization failure
+// or deadlock (40001, 40P01), a lock or statement timeout (55P03, 57014), or the
+// server running short of resources (class 53).
+func IsTransient(err error) bool {
+	if IsConnection(err) {
+		return true
+	}
+	var pqErr *pq.Error
+	if !errors.As(err, &pqErr) {
+		return false
+	}
+	switch c := string(pqErr.Code); {
+	case c == "40001", c == "40P01", c == "55P03", c == "57014", strings.HasPrefix(c, "53"):
+		return true
+	}
+	return false
+}

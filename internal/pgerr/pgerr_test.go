@@ -40,3 +40,17 @@ func TestIsConnection(t *testing.T) {
 		}
 	}
 }
+
+func TestIsTransient(t *testing.T) {
+	for _, err := range []error{&pq.Error{Code: "40001"}, &pq.Error{Code: "40P01"}, &pq.Error{Code: "53300"}, io.ErrUnexpectedEOF} {
+		if !IsTransient(err) {
+			t.Errorf("IsTransient(%v) = false", err)
+		}
+	}
+	// A statement the server rejects for its content fails again the same way.
+	for _, err := range []error{&pq.Error{Code: "22021"}, &pq.Error{Code: "54000"}, &pq.Error{Code: "25P02"}, errors.New("x")} {
+		if IsTransient(err) {
+			t.Errorf("IsTransient(%v) = true", err)
+		}
+	}
+}
