@@ -12,13 +12,14 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/redact"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // ParkedTable holds the messages a consumer group could not handle: one row per Kafka
 // message (consumer group, topic, partition, offset), with everything needed to
 // handle it again later (key, headers, payload) and why it was parked. A parked
 // message's offset is committed, so later messages flow; the row is its place.
-const ParkedTable = "message_consume_parked"
+const ParkedTable = schema.ParkedTable
 
 // ReplayTable records every replay of parked messages: who, why, what was selected,
 // how far it got and what came of it. A row is a request (REQUESTED) until a running

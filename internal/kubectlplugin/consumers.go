@@ -10,9 +10,6 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// parkedTable is inbox.ParkedTable (the plugin does not import the consumer library).
-const parkedTable = "message_consume_parked"
-
 // consumeRow is one consumer group's dedup row for the event (message_consume).
 type consumeRow struct {
 	Group, Status          string
@@ -55,7 +52,7 @@ ORDER BY t.consumer_group`
 func traceConsumer(ctx context.Context, tx *sql.Tx, schemaName, id string) (consumerTrace, error) {
 	ct := consumerTrace{schema: schemaName}
 	consume := pgident.Table{Schema: schemaName, Name: schema.ConsumeTable}
-	parked := pgident.Table{Schema: schemaName, Name: parkedTable}
+	parked := pgident.Table{Schema: schemaName, Name: schema.ParkedTable}
 	haveConsume, err := exists(ctx, tx, consume)
 	if err != nil {
 		return ct, err

@@ -67,7 +67,7 @@ func (d *database) read(ctx context.Context, fn func(ctx context.Context, tx *sq
 		return fmt.Errorf("%s: database from %s: %s", d.src.owner, d.src, d.clean(err))
 	}
 	if err := fn(ctx, tx); err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || pgerr.Is(err, queryCanceled) {
+		if errors.Is(err, context.DeadlineExceeded) || pgerr.Is(err, pgerr.QueryCanceled) {
 			return fmt.Errorf("%s: database from %s: no answer within %s", d.src.owner, d.src, d.timeout)
 		}
 		// Belt and braces: no driver message should quote the DSN, but none may.
@@ -78,9 +78,6 @@ func (d *database) read(ctx context.Context, fn func(ctx context.Context, tx *sq
 	}
 	return nil
 }
-
-// queryCanceled is SQLSTATE 57014, what statement_timeout raises.
-const queryCanceled = "57014"
 
 // exists reports whether table t exists (to_regclass never fails on a missing
 // table, so the transaction stays usable).

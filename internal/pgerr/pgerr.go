@@ -17,6 +17,10 @@ import (
 // older schema, or spec.source.migrate false before the owner ran it).
 const UndefinedTable = "42P01"
 
+// QueryCanceled is SQLSTATE 57014: statement_timeout (or a cancel request) stopped
+// the statement.
+const QueryCanceled = "57014"
+
 // IsUndefinedTable reports whether err (or anything it wraps) is SQLSTATE 42P01.
 func IsUndefinedTable(err error) bool {
 	return Is(err, UndefinedTable)
@@ -60,7 +64,7 @@ func IsTransient(err error) bool {
 		return false
 	}
 	switch c := string(pqErr.Code); {
-	case c == "40001", c == "40P01", c == "55P03", c == "57014", strings.HasPrefix(c, "53"):
+	case c == "40001", c == "40P01", c == "55P03", c == QueryCanceled, strings.HasPrefix(c, "53"):
 		return true
 	}
 	return false

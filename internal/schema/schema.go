@@ -37,6 +37,9 @@ const (
 	// (WorkersDDL); the operator reads it for the pipeline's status.
 	WorkersSuffix = "_workers"
 	ConsumeTable  = "message_consume"
+	// ParkedTable holds the messages an inbox consumer group could not handle
+	// (inbox/parked.go); kubectl outbox trace reads it too.
+	ParkedTable = "message_consume_parked"
 )
 
 // ArchiveRunsKept is how many runs per retention policy the run history keeps; each
