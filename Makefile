@@ -108,6 +108,34 @@ docker-build: ## Build the manager, relay and dev broker images (needs a Docker 
 	docker build --target devbroker -t $(DEVBROKER_IMG) .
 	docker build --target relayworker -t $(RELAY_IMG) .
 
+##@ Local cluster (docs/cluster.md)
+CLUSTER_KUBECONFIG ?= /var/lib/outbox-cluster/admin.kubeconfig
+
+.PHONY: cluster-deps
+cluster-deps: runc ## Debian packages the one-node cluster needs when missing (iptables, conntrack, CNI plugins, openssl).
+	hack/cluster/install-deps.sh
+
+.PHONY: cluster-assets
+cluster-assets: envtest ## Build (once, cached like envtest) kubelet, kube-controller-manager, kube-scheduler, kube-proxy, kubectl and containerd.
+	hack/cluster/assets.sh
+
+.PHONY: cluster-images
+cluster-images: images ## The images plus the cluster's own pause (sandbox) image, in bin/images/.
+	cd hack/images && go run . -out $(LOCALBIN)/images -only pause
+
+.PHONY: cluster-up
+cluster-up: cluster-deps cluster-assets cluster-images ## Start (idempotently) a one-node cluster on this machine; prints its admin kubeconfig.
+	hack/cluster/up.sh
+
+.PHONY: cluster-down
+cluster-down: ## Stop the local cluster and remove everything it made, then check that nothing is left.
+	hack/cluster/down.sh
+	hack/cluster/check-clean.sh
+
+.PHONY: e2e-cluster
+e2e-cluster: ## The product on a real kubelet: config/default from the local images, pipelines, rollouts, replay, retention, leader hand-over (skips with a reason where the host cannot).
+	hack/cluster/e2e.sh
+
 ##@ Deployment
 .PHONY: install
 install: manifests ## Install CRDs into the current cluster.

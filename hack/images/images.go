@@ -55,6 +55,17 @@ var Images = []Image{
 	},
 }
 
+// ClusterImages are built only for the local one-node cluster (hack/cluster,
+// `make cluster-up`). They have no Dockerfile stage: a real cluster pulls its own pause
+// image, but no registry is reachable here.
+var ClusterImages = []Image{
+	{
+		Name: "pause", Package: "./hack/cluster/pause", Binary: "/pause",
+		Entrypoint: []string{"/pause"}, User: NonRoot,
+		Ref: "outbox-pause:dev",
+	},
+}
+
 // epoch is the timestamp of every file and of the image: the output depends only on
 // the binaries.
 var epoch = time.Unix(0, 0).UTC()

@@ -18,7 +18,7 @@ func main() {
 	root := flag.String("root", "../..", "repository root (the root Go module)")
 	out := flag.String("out", "../../bin/images", "output directory")
 	arch := flag.String("arch", runtime.GOARCH, "GOARCH of the binaries and the images")
-	only := flag.String("only", "", "comma-separated image names to build (default: all)")
+	only := flag.String("only", "", "comma-separated image names to build (default: all but the cluster-only pause)")
 	ca := flag.String("ca-certs", "", "optional CA bundle to copy to /etc/ssl/certs/ca-certificates.crt (sets SSL_CERT_FILE)")
 	refs := map[string]string{}
 	for _, im := range Images {
@@ -55,7 +55,7 @@ func main() {
 }
 
 func lookup(n string) (Image, bool) {
-	for _, im := range Images {
+	for _, im := range append(append([]Image{}, Images...), ClusterImages...) {
 		if im.Name == n {
 			return im, true
 		}

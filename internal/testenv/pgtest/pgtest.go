@@ -39,6 +39,12 @@ type Options struct {
 	// Settings are extra server settings as name=value (passed as -c name=value after
 	// the defaults, so they win), e.g. shared_preload_libraries=pg_stat_statements.
 	Settings []string
+	// Listen are addresses to listen on besides 127.0.0.1, e.g. the local cluster's
+	// node address that pods reach (test/cluster).
+	Listen []string
+	// HBA are pg_hba.conf lines appended after initdb's own (which trust loopback
+	// only), e.g. "host all all 10.201.0.0/24 scram-sha-256" for pods.
+	HBA []string
 }
 
 // Server is one private PostgreSQL instance.
@@ -331,7 +337,7 @@ func (s *Server) start() error {
 	args := []string{
 		"-D", s.dataDir,
 		"-p", strconv.Itoa(s.Port),
-		"-c", "listen_addresses=127.0.0.1",
+		"-c", "listen_addresses=" + strings.Join(append([]string{"127.0.0.1"}, s.opts.Listen...), ","),
 		"-c", "unix_socket_directories=",
 		"-c", "fsync=" + fsync,
 		"-c", "full_page_writes=" + fsync,
@@ -431,7 +437,18 @@ func (s *Server) initdb() error {
 	if err != nil {
 		return fmt.Errorf("pgtest: initdb: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	return nil
+	if len(s.opts.HBA) == 0 {
+		return nil
+	}
+	f, err := os.OpenFile(filepath.Join(s.dataDir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
+	}
+	_, err = f.WriteString(strings.Join(s.opts.HBA, "\n") + "\n")
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // dropRootPrivileges: initdb and postgres refuse to run as root, so when the tests run
