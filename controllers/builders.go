@@ -67,8 +67,21 @@ func ReplayID(r *outboxv1.DeadLetterReplay) string {
 	return r.Namespace + "/" + r.Name + "/" + string(r.UID)
 }
 
+// selectorLabels is the relay Deployment's selector. It is immutable, and the replay
+// and retention Job pods of the pipeline match it too (a ReplicaSet never adopts a
+// pod another controller owns); whatever counts or routes to workers uses
+// workerSelector instead.
 func selectorLabels(p *outboxv1.OutboxPipeline) map[string]string {
 	return map[string]string{LabelName: RelayAppName, LabelInstance: p.Name}
+}
+
+// workerSelector selects the relay worker pods only: the metrics Service, the
+// PodDisruptionBudget and the topology spread would otherwise count a running replay
+// or retention Job pod as a worker.
+func workerSelector(p *outboxv1.OutboxPipeline) map[string]string {
+	m := selectorLabels(p)
+	m[LabelComponent] = "relay"
+	return m
 }
 
 func commonLabels(instance, component string) map[string]string {

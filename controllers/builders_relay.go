@@ -43,7 +43,7 @@ func DesiredService(p *outboxv1.OutboxPipeline) *corev1.Service {
 		},
 		Spec: corev1.ServiceSpec{
 			Type:     corev1.ServiceTypeClusterIP,
-			Selector: selectorLabels(p),
+			Selector: workerSelector(p),
 			Ports: []corev1.ServicePort{{
 				Name: "metrics", Port: metricsPort, Protocol: corev1.ProtocolTCP,
 				TargetPort: intstr.FromString("metrics"),
@@ -61,7 +61,7 @@ func DesiredPDB(p *outboxv1.OutboxPipeline) *policyv1.PodDisruptionBudget {
 		},
 		Spec: policyv1.PodDisruptionBudgetSpec{
 			MaxUnavailable:             ptr.To(intstr.FromInt32(1)),
-			Selector:                   &metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+			Selector:                   &metav1.LabelSelector{MatchLabels: workerSelector(p)},
 			UnhealthyPodEvictionPolicy: ptr.To(policyv1.AlwaysAllow),
 		},
 	}
@@ -129,7 +129,7 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 						MaxSkew:           1,
 						TopologyKey:       "kubernetes.io/hostname",
 						WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector:     &metav1.LabelSelector{MatchLabels: selectorLabels(p)},
+						LabelSelector:     &metav1.LabelSelector{MatchLabels: workerSelector(p)},
 					}},
 				},
 			},

@@ -285,3 +285,50 @@ func TestDesiredRetentionCronJob(t *testing.T) {
 		t.Error("archive needs no broker settings")
 	}
 }
+
+// The replay and retention Job pods of a pipeline match the relay Deployment's
+// (immutable) selector; the metrics Service, the PDB and the topology spread must
+// select the workers alone.
+func TestWorkerSelectorLeavesJobPodsOut(t *testing.T) {
+	p := testPipeline()
+	matches := func(sel, labels map[string]string) bool {
+		for k, v := range sel {
+			if labels[k] != v {
+				return false
+			}
+		}
+		return true
+	}
+	d := DesiredDeployment(p, "img:1", "")
+	replay := DesiredReplayJob((&outboxv1.DeadLetterReplay{
+		ObjectMeta: metav1.ObjectMeta{Name: "fix", Namespace: "shop", UID: "u"},
+		Spec:       outboxv1.DeadLetterReplaySpec{PipelineRef: outboxv1.PipelineReference{Name: p.Name}, Reason: "r"},
+	}).WithDefaults(), p, "img:1")
+	retention := DesiredRetentionCronJob((&outboxv1.RetentionPolicy{
+		ObjectMeta: metav1.ObjectMeta{Name: "keep", Namespace: "shop"},
+		Spec:       outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: p.Name}},
+	}).WithDefaults(), p, "img:1")
+	worker := d.Spec.Template.Labels
+	jobPods := map[string]map[string]string{
+		"replay":    replay.Spec.Template.Labels,
+		"retention": retention.Spec.JobTemplate.Spec.Template.Labels,
+	}
+	selectors := map[string]map[string]string{
+		"service":  DesiredService(p).Spec.Selector,
+		"pdb":      DesiredPDB(p).Spec.Selector.MatchLabels,
+		"topology": d.Spec.Template.Spec.TopologySpreadConstraints[0].LabelSelector.MatchLabels,
+	}
+	for name, sel := range selectors {
+		if !matches(sel, worker) {
+			t.Errorf("%s selector %v does not select the workers %v", name, sel, worker)
+		}
+		for job, labels := range jobPods {
+			if matches(sel, labels) {
+				t.Errorf("%s selector %v selects the %s Job pods %v", name, sel, job, labels)
+			}
+		}
+	}
+	if !matches(d.Spec.Selector.MatchLabels, worker) {
+		t.Errorf("deployment selector %v does not select its own pods", d.Spec.Selector.MatchLabels)
+	}
+}
