@@ -55,11 +55,12 @@ runc: ## Install runc when missing (Debian package; hack/images' runc test uses 
 	hack/install-runc.sh
 
 .PHONY: test
-test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops, images.
+test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops, images, and the one-node cluster where the host can run it.
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-ops
 	$(MAKE) --no-print-directory test-gitops
 	$(MAKE) --no-print-directory test-images
+	$(MAKE) --no-print-directory e2e-cluster
 
 .PHONY: test-images
 test-images: runc ## OCI images: Dockerfile vs builder table, tarball contents, entrypoints under runc (nested module hack/images).
@@ -95,8 +96,8 @@ run: manifests ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd/manager
 
 .PHONY: demo
-demo: postgres envtest ## Local demo stack: control plane, Postgres, broker, operator, a pipeline moving events.
-	go run ./hack/demo
+demo: postgres envtest ## The sample pipeline moving events: on the local one-node cluster where the host can run it, else the process-pod fallback.
+	hack/cluster/demo.sh
 
 .PHONY: images
 images: ## Build the manager, relay and dev broker images as OCI tarballs in bin/images/ (no Docker engine, no base image; docs/images.md).

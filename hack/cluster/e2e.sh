@@ -46,10 +46,5 @@ trap finish EXIT
 hack/cluster/down.sh >/dev/null 2>&1
 hack/cluster/up.sh
 
-OUTBOX_CLUSTER_KUBECONFIG=$KUBECONFIG_ADMIN \
-  OUTBOX_CLUSTER_KUBECTL=$CLUSTER_BIN/kubectl \
-  OUTBOX_CLUSTER_CTR=$CLUSTER_BIN/ctr \
-  OUTBOX_CLUSTER_CONTAINERD_SOCK=$CONTAINERD_SOCK \
-  OUTBOX_CLUSTER_NODE_IP=$NODE_IP \
-  OUTBOX_CLUSTER_POD_CIDR=$POD_CIDR \
-  go test -count=1 -timeout 30m -v ./test/cluster -ginkgo.v ${E2E_CLUSTER_ARGS:-}
+export_cluster_env
+go test -count=1 -timeout 30m -v ./test/cluster -ginkgo.v ${E2E_CLUSTER_ARGS:-}

@@ -42,6 +42,14 @@ running() {
 
 kubectl_admin() { "$CLUSTER_BIN/kubectl" --kubeconfig "$KUBECONFIG_ADMIN" "$@"; }
 
+# export_cluster_env hands the cluster to a Go program (internal/testenv/clusterstack
+# reads these).
+export_cluster_env() {
+  export OUTBOX_CLUSTER_KUBECONFIG=$KUBECONFIG_ADMIN OUTBOX_CLUSTER_KUBECTL=$CLUSTER_BIN/kubectl \
+    OUTBOX_CLUSTER_CTR=$CLUSTER_BIN/ctr OUTBOX_CLUSTER_CONTAINERD_SOCK=$CONTAINERD_SOCK \
+    OUTBOX_CLUSTER_NODE_IP=$NODE_IP OUTBOX_CLUSTER_POD_CIDR=$POD_CIDR
+}
+
 # supported prints why this host cannot run the cluster and fails, or succeeds quietly.
 supported() {
   if [ "$(id -u)" != 0 ]; then echo "needs root (kubelet, containerd, network namespaces)"; return 1; fi

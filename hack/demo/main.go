@@ -1,9 +1,12 @@
-// Command demo runs the whole product on this machine (`make demo`): a local control
-// plane (kube-apiserver + etcd), a private PostgreSQL, a Kafka-protocol broker, the
-// operator, and the sample OutboxPipeline from config/samples with its relay workers
-// run as local processes. An application loop writes orders and their events in one
-// transaction each; every few seconds the demo prints what `kubectl get
-// outboxpipelines` shows and how many records reached the topic.
+// Command demo runs the whole product on this machine (`make demo`): a private
+// PostgreSQL, a Kafka-protocol broker, the operator, and the sample OutboxPipeline from
+// config/samples with its relay workers. Where hack/cluster/demo.sh brought up the
+// local one-node cluster (OUTBOX_CLUSTER_* set), the operator is installed from
+// config/default and every pod is a real container; elsewhere it falls back to a local
+// control plane with the pods run as local processes, and says so. An application loop
+// writes orders and their events in one transaction each; every few seconds the demo
+// prints what `kubectl get outboxpipelines` shows and how many records reached the
+// topic.
 //
 //	DEMO_RATE=50        events per second written by the demo application
 //	DEMO_DURATION=2m    stop by itself after this long (default: run until Ctrl-C)
@@ -15,11 +18,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
-	"os/exec"
 	"os/signal"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +36,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/clusterstack"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 	"github.com/outbox-operator/outbox-operator/outbox"
 )
@@ -73,23 +78,19 @@ func run() error {
 	defer logFile.Close()
 	logf.SetLogger(zap.New(zap.WriteTo(logFile)))
 
-	say("starting control plane, PostgreSQL and broker; logs in %s", logFile.Name())
-	stack, err := localstack.Start(localstack.Options{WorkDir: work, Out: logFile})
+	b, err := start(work, logFile)
 	if err != nil {
 		return err
 	}
-	defer stack.Stop()
-	if err := stack.StartManager(); err != nil {
-		return err
-	}
-	say("operator running; in another shell: KUBECONFIG=%s kubectl get outboxpipelines -n %s -w", stack.Kubeconfig, namespace)
+	defer b.stop()
+	say("operator running; in another shell: %s get outboxpipelines -n %s -w", strings.Join(b.kubectl(), " "), namespace)
 
-	db, pipeline, err := applySample(ctx, stack)
+	db, pipeline, err := applySample(ctx, b)
 	if err != nil {
 		return err
 	}
 	defer db.Close()
-	deploy, err := waitForDeployment(ctx, stack, pipeline)
+	deploy, err := waitForDeployment(ctx, b, pipeline)
 	if err != nil {
 		return err
 	}
@@ -97,25 +98,46 @@ func run() error {
 	if r := pipeline.Spec.Relay.Replicas; r != nil {
 		replicas = int(*r)
 	}
-	if err := stack.RunDeployment(ctx, namespace, deploy, replicas); err != nil {
+	if err := b.runRelay(ctx, namespace, deploy, replicas); err != nil {
 		return err
 	}
-	say("relay Deployment %s/%s rendered by the operator; running %d workers from its pod template", namespace, deploy, replicas)
+	say("relay Deployment %s/%s rendered by the operator: %d workers running", namespace, deploy, replicas)
 	say("writing %d orders/s, each with its event in the same transaction (Ctrl-C to stop)", rate)
 
 	written := make(chan int64, 1)
 	go func() { written <- produce(ctx, db, rate) }()
-	report(ctx, stack)
+	report(ctx, b)
 	n := <-written
 	say("stopped writing after %d events; waiting for the relay to drain", n)
 	drainCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for drainCtx.Err() == nil && stack.Broker.Count("orders") < n {
+	for drainCtx.Err() == nil && b.records("orders") < n {
 		time.Sleep(200 * time.Millisecond)
 	}
-	say("topic orders holds %d records for %d committed events (duplicates are allowed, losses are not)", stack.Broker.Count("orders"), n)
-	printPipelines(stack)
+	say("topic orders holds %d records for %d committed events (duplicates are allowed, losses are not)", b.records("orders"), n)
+	printPipelines(b)
 	return nil
+}
+
+// start picks the backend: the cluster hack/cluster/demo.sh handed over, or the
+// process-pod fallback, with the reason the script gave for not using a cluster.
+func start(work string, log io.Writer) (backend, error) {
+	if env, ok := clusterstack.EnvFromOS(); ok {
+		say("starting PostgreSQL and the broker on the node address, installing config/default; logs in %s", filepath.Join(work, "stack.log"))
+		b, err := startCluster(env, log)
+		if err != nil {
+			return nil, err
+		}
+		say("running on %s", b.describe())
+		return b, nil
+	}
+	why := os.Getenv("DEMO_FALLBACK_REASON")
+	if why == "" {
+		why = "no local cluster was handed over (make demo starts one where the host can run it)"
+	}
+	say("running on %s, because %s", (&processBackend{}).describe(), why)
+	say("starting control plane, PostgreSQL and broker; logs in %s", filepath.Join(work, "stack.log"))
+	return startProcesses(work, log)
 }
 
 func settings() (rate int, duration time.Duration, err error) {
@@ -135,11 +157,15 @@ func settings() (rate int, duration time.Duration, err error) {
 
 // applySample creates the sample Secret and OutboxPipeline, pointed at this machine's
 // database and broker, the way a user would after editing the sample.
-func applySample(ctx context.Context, stack *localstack.Stack) (*sql.DB, *outboxv1.OutboxPipeline, error) {
-	if err := stack.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace}}); err != nil {
+func applySample(ctx context.Context, b backend) (*sql.DB, *outboxv1.OutboxPipeline, error) {
+	// The namespace admits only pods that meet the restricted Pod Security Standard,
+	// as a careful platform team would set it up.
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
+	if err := b.client().Create(ctx, ns); err != nil {
 		return nil, nil, fmt.Errorf("create namespace: %w", err)
 	}
-	dsn, err := stack.PG.CreateDatabase(ctx, "shop")
+	dsn, podDSN, err := b.database(ctx)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -150,10 +176,14 @@ func applySample(ctx context.Context, stack *localstack.Stack) (*sql.DB, *outbox
 	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (order_id text PRIMARY KEY, amount_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
 		return nil, nil, fmt.Errorf("create orders table: %w", err)
 	}
-	if err := stack.Broker.CreateTopic("orders", 3); err != nil {
+	if err := b.createTopic("orders", 3); err != nil {
 		return nil, nil, fmt.Errorf("create topic: %w", err)
 	}
-	f, err := os.Open(filepath.Join(stack.Root, "config", "samples", "outbox_v1alpha1_outboxpipeline.yaml"))
+	root, err := localstack.ModuleRoot()
+	if err != nil {
+		return nil, nil, err
+	}
+	f, err := os.Open(filepath.Join(root, "config", "samples", "outbox_v1alpha1_outboxpipeline.yaml"))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -168,24 +198,24 @@ func applySample(ctx context.Context, stack *localstack.Stack) (*sql.DB, *outbox
 		return nil, nil, fmt.Errorf("sample pipeline: %w", err)
 	}
 	secret.Namespace, p.Namespace = namespace, namespace
-	secret.StringData["dsn"] = dsn
-	p.Spec.Sink.Brokers = stack.Broker.Addrs()
+	secret.StringData["dsn"] = podDSN
+	p.Spec.Sink.Brokers = b.brokers()
 	p.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
-	if err := stack.Client.Create(ctx, &secret); err != nil {
+	if err := b.client().Create(ctx, &secret); err != nil {
 		return nil, nil, fmt.Errorf("create secret: %w", err)
 	}
-	if err := stack.Client.Create(ctx, &p); err != nil {
+	if err := b.client().Create(ctx, &p); err != nil {
 		return nil, nil, fmt.Errorf("create pipeline: %w", err)
 	}
 	return db, &p, nil
 }
 
-func waitForDeployment(ctx context.Context, stack *localstack.Stack, p *outboxv1.OutboxPipeline) (string, error) {
+func waitForDeployment(ctx context.Context, b backend, p *outboxv1.OutboxPipeline) (string, error) {
 	name := p.Name + "-relay"
 	for {
 		var d metav1.PartialObjectMetadata
 		d.SetGroupVersionKind(schemeDeployment)
-		err := stack.Client.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d)
+		err := b.client().Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, &d)
 		if err == nil {
 			return name, nil
 		}
@@ -240,7 +270,7 @@ func produce(ctx context.Context, db *sql.DB, rate int) int64 {
 }
 
 // report prints the pipeline as kubectl shows it every 5 seconds until ctx ends.
-func report(ctx context.Context, stack *localstack.Stack) {
+func report(ctx context.Context, b backend) {
 	tick := time.NewTicker(5 * time.Second)
 	defer tick.Stop()
 	for {
@@ -248,14 +278,14 @@ func report(ctx context.Context, stack *localstack.Stack) {
 		case <-ctx.Done():
 			return
 		case <-tick.C:
-			printPipelines(stack)
-			say("topic orders: %d records", stack.Broker.Count("orders"))
+			printPipelines(b)
+			say("topic orders: %d records", b.records("orders"))
 		}
 	}
 }
 
-func printPipelines(stack *localstack.Stack) {
-	out, err := exec.Command("kubectl", "--kubeconfig", stack.Kubeconfig, "get", "outboxpipelines", "-n", namespace).CombinedOutput()
+func printPipelines(b backend) {
+	out, err := kubectlOutput(b, "get", "outboxpipelines", "-n", namespace)
 	if err != nil {
 		say("kubectl: %v: %s", err, out)
 		return

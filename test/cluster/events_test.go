@@ -67,7 +67,7 @@ type arrivals struct {
 // consume reads topic from its start on the host broker until ctx ends.
 func consume(ctx context.Context, topic string) *arrivals {
 	a := &arrivals{seen: map[string]int{}, lastOfAgg: map[string]int64{}}
-	c, err := kgo.NewClient(kgo.SeedBrokers(brokerAt), kgo.ConsumeTopics(topic),
+	c, err := kgo.NewClient(kgo.SeedBrokers(stack.Broker), kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	Expect(err).NotTo(HaveOccurred())
 	go func() {

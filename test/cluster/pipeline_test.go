@@ -29,7 +29,7 @@ const ns = "shop"
 
 // loadSample decodes config/samples/<file> into objs, in document order.
 func loadSample(file string, objs ...client.Object) {
-	f, err := os.Open(filepath.Join(cl.root, "config", "samples", file))
+	f, err := os.Open(filepath.Join(stack.Root, "config", "samples", file))
 	Expect(err).NotTo(HaveOccurred())
 	defer f.Close()
 	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
@@ -73,19 +73,19 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 		// A tenant namespace that admits only pods meeting the restricted standard.
 		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
-		dsn, err := pg.CreateDatabase(ctx, "shop")
+		dsn, err := stack.PG.CreateDatabase(ctx, "shop")
 		Expect(err).NotTo(HaveOccurred())
 		db, err = sql.Open("postgres", dsn)
 		Expect(err).NotTo(HaveOccurred())
 		DeferCleanup(db.Close)
 		_, err = db.Exec(`CREATE TABLE orders (order_id text PRIMARY KEY, version bigint NOT NULL)`)
 		Expect(err).NotTo(HaveOccurred())
-		dbName := dsn[strings.LastIndex(dsn, "/")+1 : strings.Index(dsn, "?")]
 
 		var secret corev1.Secret
 		loadSample("outbox_v1alpha1_outboxpipeline.yaml", &secret, &pipeline)
-		secret.StringData["dsn"] = fmt.Sprintf("postgres://postgres:%s@%s:%d/%s?sslmode=disable", pgPass, cl.nodeIP, pg.Port, dbName)
-		pipeline.Spec.Sink.Brokers = []string{brokerAt}
+		secret.StringData["dsn"], err = stack.PodDSN(dsn)
+		Expect(err).NotTo(HaveOccurred())
+		pipeline.Spec.Sink.Brokers = []string{stack.Broker}
 		pipeline.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
 		Expect(k8s.Create(ctx, &secret)).To(Succeed())
 		Expect(k8s.Create(ctx, &pipeline)).To(Succeed())
@@ -268,14 +268,13 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 			g.Expect(err).NotTo(HaveOccurred())
 			g.Expect(row).To(HaveKeyWithValue("WORKERS", "1/1"))
 		}, 2*time.Minute, time.Second).Should(Succeed())
-		out, err := kubectl("-n", "outbox-system", "rollout", "status", "deployment/outbox-operator-controller-manager", "--timeout=120s")
-		Expect(err).NotTo(HaveOccurred(), out)
+		Expect(stack.RolloutStatus("outbox-system", "outbox-operator-controller-manager", 2*time.Minute)).To(Succeed())
 	})
 })
 
 // containerProc is /proc/<pid> of a running container's init process, from containerd.
 func containerProc(id string) string {
-	out, err := exec.Command(cl.ctr, "--address", cl.containerdSock, "--namespace", "k8s.io", "tasks", "ls").Output()
+	out, err := exec.Command(stack.Ctr, "--address", stack.ContainerdSock, "--namespace", "k8s.io", "tasks", "ls").Output()
 	Expect(err).NotTo(HaveOccurred())
 	for _, line := range strings.Split(string(out), "\n") {
 		f := strings.Fields(line)
