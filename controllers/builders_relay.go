@@ -169,6 +169,7 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 		env(contract.EnvMetricsAddr, ":"+strconv.Itoa(metricsPort)),
 		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
 	)
+	envs = append(envs, sourceModeEnv(p)...)
 	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
 		// The relay runs with a high GOGC; the memory limit makes the collector work
 		// harder near the container's limit instead of letting the pod be OOM-killed.
@@ -177,6 +178,28 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 		}})
 	}
 	return envs
+}
+
+// sourceModeEnv configures logical-replication mode; nothing in Polling mode (the
+// worker's default).
+func sourceModeEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
+	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication {
+		return nil
+	}
+	slot := ReplicationSlot(p)
+	return []corev1.EnvVar{
+		env(contract.EnvSourceMode, contract.SourceLogicalReplication),
+		env(contract.EnvSlot, slot),
+		env(contract.EnvPublication, slot),
+		env(contract.EnvHandoverAfter, goDuration(p.Spec.Relay.CDCHandoverAfter)),
+		env(contract.EnvCreateSlot, "false"), // the operator makes and drops it (outboxpipeline_slot.go)
+	}
+}
+
+// ReplicationSlot names a pipeline's replication slot and publication: derived from
+// namespace and name, so two pipelines on one PostgreSQL server never share one.
+func ReplicationSlot(p *outboxv1.OutboxPipeline) string {
+	return contract.ReplicationName(p.Namespace, p.Name)
 }
 
 // relayContainer runs `relayworker relay` with its metrics and health ports.

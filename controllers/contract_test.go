@@ -109,6 +109,37 @@ func TestRelayContainerParsesToTheSpec(t *testing.T) {
 	}
 }
 
+// In LogicalReplication mode the worker streams from the slot the operator names (and
+// makes: it is told not to), and polls young PENDING rows only after the hand-over age.
+func TestRelayContainerParsesToTheSpecInLogicalReplicationMode(t *testing.T) {
+	p := contractPipeline()
+	p.Spec.Source.Mode = outboxv1.SourceLogicalReplication
+	p.Spec.Relay.CDCHandoverAfter = &metav1.Duration{Duration: 7 * time.Second}
+	c := DesiredDeployment(p, "img:1", "hash").Spec.Template.Spec.Containers[0]
+	cfg, err := config.ParseRelay(c.Args[1:], podEnv(c))
+	if err != nil {
+		t.Fatalf("the worker refuses what the operator renders: %v", err)
+	}
+	if cfg.SourceMode != contract.SourceLogicalReplication || cfg.Slot != ReplicationSlot(p) || cfg.Publication != ReplicationSlot(p) ||
+		cfg.HandoverAfter != 7*time.Second || cfg.CreateSlot {
+		t.Errorf("worker config: mode %s slot %s publication %s handover %s create %t; want %s, %s twice, 7s, false",
+			cfg.SourceMode, cfg.Slot, cfg.Publication, cfg.HandoverAfter, cfg.CreateSlot, contract.SourceLogicalReplication, ReplicationSlot(p))
+	}
+	if !contract.ReplicationNameRE.MatchString(ReplicationSlot(p)) {
+		t.Errorf("slot name %q is not a valid slot name", ReplicationSlot(p))
+	}
+	q := contractPipeline()
+	q.Name = p.Name + "-other"
+	if ReplicationSlot(q) == ReplicationSlot(p) {
+		t.Error("two pipelines share a slot name")
+	}
+	poll := contractPipeline()
+	pc := DesiredDeployment(poll, "img:1", "hash").Spec.Template.Spec.Containers[0]
+	if pcfg, err := config.ParseRelay(pc.Args[1:], podEnv(pc)); err != nil || pcfg.SourceMode != contract.SourcePolling {
+		t.Errorf("a Polling pipeline's worker runs in mode %v (%v)", pcfg, err)
+	}
+}
+
 func TestReplayJobParsesToTheSpec(t *testing.T) {
 	after := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	r := (&outboxv1.DeadLetterReplay{

@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 
@@ -46,10 +47,10 @@ type OutboxPipelineReconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines,verbs=get;list;watch
+// +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines,verbs=get;list;watch;patch;update
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines/finalizers,verbs=update
-// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get
@@ -62,6 +63,15 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("pipeline", req.NamespacedName))
 	p, err := r.fetch(ctx, req)
 	if p == nil {
+		return ctrl.Result{}, err
+	}
+	if !p.DeletionTimestamp.IsZero() {
+		if controllerutil.ContainsFinalizer(p, SlotFinalizer) {
+			return r.finalize(ctx, p)
+		}
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureSlotFinalizer(ctx, p); err != nil {
 		return ctrl.Result{}, err
 	}
 	pd := p.WithDefaults()
@@ -99,11 +109,15 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	}
 	observeWorkers(p, children.deployment, st)
 	now := r.now()
-	stats, dbProblem := r.readStats(ctx, p, table, string(secrets.Data[p.Spec.Source.DSNSecretRef]))
-	pipelineMetrics.observe(p, st, stats, dbProblem, now)
+	dsn := string(secrets.Data[p.Spec.Source.DSNSecretRef])
+	stats, dbProblem := r.readStats(ctx, p, table, dsn)
 	if dbProblem == nil {
 		recordStats(st, stats, now)
+		if db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn); err == nil {
+			r.observeSlot(ctx, p, db, st)
+		}
 	}
+	pipelineMetrics.observe(p, st, stats, dbProblem, now)
 	setReady(p, st, dbProblem, children.deployment.Name)
 	setDegraded(p, st, dbProblem, brokerUnavailableMessage(stats.Workers), now)
 	return ctrl.Result{RequeueAfter: p.Spec.Monitoring.StatusInterval.Duration}, nil

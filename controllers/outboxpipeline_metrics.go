@@ -35,6 +35,8 @@ import (
 type pipelineGauges struct {
 	// Read from the table; absent (not stale) while the table cannot be read.
 	pending, sending, retrying, dead, expiredLeases, oldestAge, brokerDown *prometheus.GaugeVec
+	// LogicalReplication only: the slot as pg_replication_slots reports it.
+	slotLag, slotActive *prometheus.GaugeVec
 	// Always present while the pipeline exists.
 	dbReachable, workersReady, workersDesired *prometheus.GaugeVec
 }
@@ -57,13 +59,17 @@ func newPipelineGauges() *pipelineGauges {
 			"Relay workers that report no reachable Kafka broker and have paused claiming."),
 		dbReachable: g("database_reachable",
 			"1 when the last status pass read the outbox table, 0 when it could not (DSN, network, missing table or Secret)."),
+		slotLag: g("slot_lag_bytes",
+			"WAL bytes the pipeline's replication slot holds back (LogicalReplication; absent in Polling mode)."),
+		slotActive: g("slot_active",
+			"1 while a relay worker streams from the pipeline's replication slot, 0 while none does (LogicalReplication)."),
 		workersReady:   g("workers_ready", "Ready relay pods of the pipeline's Deployment."),
 		workersDesired: g("workers_desired", "Desired relay pods (0 while spec.paused)."),
 	}
 }
 
 func (m *pipelineGauges) tableVecs() []*prometheus.GaugeVec {
-	return []*prometheus.GaugeVec{m.pending, m.sending, m.retrying, m.dead, m.expiredLeases, m.oldestAge, m.brokerDown}
+	return []*prometheus.GaugeVec{m.pending, m.sending, m.retrying, m.dead, m.expiredLeases, m.oldestAge, m.brokerDown, m.slotLag, m.slotActive}
 }
 
 func (m *pipelineGauges) collectors() []prometheus.Collector {
@@ -103,6 +109,17 @@ func (m *pipelineGauges) observe(p *outboxv1.OutboxPipeline, st *outboxv1.Outbox
 		age = max(now.Sub(s.OldestPending).Seconds(), 0)
 	}
 	m.oldestAge.WithLabelValues(ns, name).Set(age)
+	if rs := st.Replication; rs != nil && rs.Exists && p.Spec.Source.Mode == outboxv1.SourceLogicalReplication {
+		m.slotLag.WithLabelValues(ns, name).Set(float64(rs.LagBytes))
+		active := 0.0
+		if rs.Active {
+			active = 1
+		}
+		m.slotActive.WithLabelValues(ns, name).Set(active)
+	} else {
+		m.slotLag.DeleteLabelValues(ns, name)
+		m.slotActive.DeleteLabelValues(ns, name)
+	}
 }
 
 // unread records a pass that could not read the table (a refProblem before or at the

@@ -136,6 +136,9 @@ func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, 
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbProblem.Reason, dbProblem.Message)
 	case brokerMsg != "":
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
+	case slotReason(p, st) != "":
+		reason, msg := slotProblem(p, st)
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
 	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
 		// The time, not the age: an age would change the message, and so write the
 		// status and wake every watcher, on every pass.

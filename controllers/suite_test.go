@@ -54,7 +54,7 @@ var _ = BeforeSuite(func() {
 	SetDefaultEventuallyPollingInterval(200 * time.Millisecond)
 
 	var err error
-	pgSrv, err = pgtest.Start(pgtest.Options{Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) }})
+	pgSrv, err = pgtest.Start(pgtest.Options{Settings: pgtest.LogicalReplication, Logf: func(f string, a ...any) { GinkgoWriter.Printf(f+"\n", a...) }})
 	Expect(err).NotTo(HaveOccurred())
 
 	Expect(clientgoscheme.AddToScheme(scheme)).To(Succeed())

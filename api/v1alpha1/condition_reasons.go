@@ -39,6 +39,12 @@ const (
 	// ReasonDeadEventsIncreasing (Degraded=True): the DEAD count grew within
 	// spec.monitoring.deadGrowthWindow.
 	ReasonDeadEventsIncreasing = "DeadEventsIncreasing"
+	// ReasonSlotLagging (Degraded=True): the replication slot holds more WAL than
+	// spec.source.maxSlotLag.
+	ReasonSlotLagging = "SlotLagging"
+	// ReasonSlotInvalidated (Degraded=True): PostgreSQL invalidated the slot
+	// (max_slot_wal_keep_size); polling publishes meanwhile and the relay makes a new one.
+	ReasonSlotInvalidated = "SlotInvalidated"
 	// ReasonHealthy (Degraded=False): none of the above.
 	ReasonHealthy = "Healthy"
 	// ReasonRollingOut (Progressing=True): a spec or Secret change is rolling the workers.

@@ -9,6 +9,7 @@ package v1alpha1
 import (
 	"time"
 
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/outbox-operator/outbox-operator/internal/contract"
@@ -41,6 +42,9 @@ const (
 	DefaultSentRetention            = contract.DefaultSentRetention
 	DefaultDeadRetention            = contract.DefaultDeadRetention
 	DefaultRetentionBatchSize int32 = contract.DefaultArchiveBatchSize
+	DefaultSourceMode               = SourcePolling
+	DefaultMaxSlotLag               = "1Gi"
+	DefaultCDCHandoverAfter         = contract.DefaultHandoverAfter
 )
 
 func dur(p **metav1.Duration, d time.Duration) {
@@ -65,6 +69,14 @@ func (p *OutboxPipeline) WithDefaults() *OutboxPipeline {
 	if s.Source.Table == "" {
 		s.Source.Table = DefaultTable
 	}
+	if s.Source.Mode == "" {
+		s.Source.Mode = DefaultSourceMode
+	}
+	if s.Source.MaxSlotLag == nil {
+		q := resource.MustParse(DefaultMaxSlotLag)
+		s.Source.MaxSlotLag = &q
+	}
+	dur(&s.Relay.CDCHandoverAfter, DefaultCDCHandoverAfter)
 	r := &s.Relay
 	i32(&r.Replicas, DefaultReplicas)
 	if r.BatchSize == 0 {

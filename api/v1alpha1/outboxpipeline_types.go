@@ -8,6 +8,7 @@ package v1alpha1
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -45,7 +46,65 @@ type PostgresSource struct {
 	// +kubebuilder:default=false
 	// +optional
 	Migrate bool `json:"migrate,omitempty"`
+
+	// Mode is how the relay learns of new events. Polling claims them from the table
+	// every pollInterval (or at once after a NOTIFY). LogicalReplication streams the
+	// table's inserts from the write-ahead log through a replication slot: one worker
+	// holds the slot and claims each row as its transaction commits, in commit order,
+	// with no polling scans; polling still takes retries, expired leases and anything
+	// the stream left (older than relay.cdcHandoverAfter), so a lost slot delays events
+	// and never loses them. Needs wal_level=logical and a DSN user with the REPLICATION
+	// attribute that owns the table. The slot and publication are named in
+	// status.replication; the operator drops them when the pipeline is deleted or
+	// leaves this mode (docs/cdc.md).
+	// +kubebuilder:validation:Enum=Polling;LogicalReplication
+	// +kubebuilder:default=Polling
+	// +optional
+	Mode SourceMode `json:"mode,omitempty"`
+
+	// MaxSlotLag is how much WAL the replication slot may hold back before the pipeline
+	// is Degraded (reason SlotLagging), in bytes ("1Gi", "500Mi"). Set PostgreSQL's
+	// max_slot_wal_keep_size above it so a stuck slot is noticed before it is
+	// invalidated. LogicalReplication only.
+	// +kubebuilder:default="1Gi"
+	// +optional
+	MaxSlotLag *resource.Quantity `json:"maxSlotLag,omitempty"`
 }
+
+// ReplicationStatus is a pipeline's replication slot.
+type ReplicationStatus struct {
+	// Slot is the replication slot's name (derived from namespace and name).
+	Slot string `json:"slot"`
+	// Publication is the publication of the outbox table's inserts.
+	Publication string `json:"publication"`
+	// Exists is false while the slot is not there (before the first worker made it).
+	Exists bool `json:"exists"`
+	// Active is true while a relay worker streams from the slot.
+	// +optional
+	Active bool `json:"active,omitempty"`
+	// ConfirmedLSN is the position up to which the slot's reader confirmed the stream:
+	// every outbox insert committed before it is marked.
+	// +optional
+	ConfirmedLSN string `json:"confirmedLSN,omitempty"`
+	// LagBytes is how much WAL the slot holds back (pg_current_wal_lsn() minus its
+	// restart position): what the disk must keep for it.
+	// +optional
+	LagBytes int64 `json:"lagBytes,omitempty"`
+	// WALStatus is PostgreSQL's wal_status of the slot: reserved, extended,
+	// unreserved, or lost (invalidated by max_slot_wal_keep_size; the relay then
+	// replaces the slot and polling publishes what the lost one would have).
+	// +optional
+	WALStatus string `json:"walStatus,omitempty"`
+}
+
+// SourceMode is how the relay learns of new events.
+type SourceMode string
+
+// Source modes.
+const (
+	SourcePolling            SourceMode = "Polling"
+	SourceLogicalReplication SourceMode = "LogicalReplication"
+)
 
 // KafkaTLS configures TLS to the brokers.
 // +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.enabled",message="tls.caSecretRef is set but tls.enabled is false; set enabled: true or remove caSecretRef"
@@ -166,6 +225,18 @@ type RelaySettings struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	UnknownTopicGrace *metav1.Duration `json:"unknownTopicGrace,omitempty"`
+
+	// CDCHandoverAfter: in LogicalReplication mode, how old a PENDING row must be
+	// before polling claims it. The slot's reader claims new rows within milliseconds;
+	// a row still PENDING after this was left by the stream (an older version of its
+	// aggregate was in flight, the reader was down, the slot was lost) and polling
+	// takes it. Ignored in Polling mode.
+	// +kubebuilder:default="5s"
+	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
+	// +kubebuilder:validation:MaxLength=32
+	// +optional
+	CDCHandoverAfter *metav1.Duration `json:"cdcHandoverAfter,omitempty"`
 
 	// LogLevel of the workers.
 	// +kubebuilder:default=info
@@ -344,6 +415,12 @@ type OutboxPipelineStatus struct {
 	// +optional
 	BrokerUnavailableSince *metav1.Time `json:"brokerUnavailableSince,omitempty"`
 
+	// Replication is the logical-replication slot as PostgreSQL reports it
+	// (pg_replication_slots), in LogicalReplication mode, and while a slot of a pipeline
+	// that left that mode is still to be dropped.
+	// +optional
+	Replication *ReplicationStatus `json:"replication,omitempty"`
+
 	// DeadLastIncreaseTime is when the operator last saw the DEAD count grow.
 	// +optional
 	DeadLastIncreaseTime *metav1.Time `json:"deadLastIncreaseTime,omitempty"`
@@ -372,6 +449,8 @@ type OutboxPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Reason",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].reason`,priority=1
 // +kubebuilder:printcolumn:name="BrokerDown",type=date,JSONPath=`.status.brokerUnavailableSince`,priority=1,description="How long relay workers have reported no reachable Kafka broker"
 // +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.spec.source.table`,priority=1
+// +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.source.mode`,priority=1
+// +kubebuilder:printcolumn:name="Slot Lag",type=integer,JSONPath=`.status.replication.lagBytes`,priority=1,description="WAL bytes the replication slot holds back (LogicalReplication)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters (child object names and labels derive from it)"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lower-case letters, digits and '-' (it names a Service)"

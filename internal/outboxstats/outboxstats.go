@@ -181,6 +181,16 @@ func (p *Pools) Get(key, dsn string) (*sql.DB, error) {
 	return db, nil
 }
 
+// Existing returns the pool for key opened by an earlier Get, or nil.
+func (p *Pools) Existing(key string) *sql.DB {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur, ok := p.pools[key]; ok {
+		return cur.db
+	}
+	return nil
+}
+
 // Forget closes and drops the pool for key.
 func (p *Pools) Forget(key string) {
 	p.mu.Lock()

@@ -8,8 +8,10 @@ package cli
 import (
 	"github.com/outbox-operator/outbox-operator/inbox"
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/relayworker/archive"
+	"github.com/outbox-operator/outbox-operator/relayworker/cdc"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/relayworker/relay"
@@ -23,6 +25,23 @@ func migrateOptions(c *config.Migrate) schema.Options {
 }
 
 func storeOptions(c *config.Common) store.Options { return store.Options{Table: c.T} }
+
+// relayStoreOptions: in logical-replication mode polling leaves young PENDING rows to
+// the slot's reader.
+func relayStoreOptions(c *config.Relay) store.Options {
+	o := storeOptions(&c.Common)
+	if c.SourceMode == contract.SourceLogicalReplication {
+		o.PendingAge = c.HandoverAfter
+	}
+	return o
+}
+
+// cdcOptions configure the logical-replication reader (the slot and publication names
+// are final: replicationNames filled in any left empty).
+func cdcOptions(c *config.Relay) cdc.Options {
+	return cdc.Options{DSN: c.DSN, Table: c.T, Slot: c.Slot, Publication: c.Publication,
+		Heartbeat: c.CDCHeartbeat, CreateSlot: c.CreateSlot}
+}
 
 // publishOptions: the Writer's batch follows the claim's batch size, so one claimed
 // batch is one WriteMessages call per topic.

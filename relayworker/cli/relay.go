@@ -12,6 +12,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/relayworker/cdc"
 	"github.com/outbox-operator/outbox-operator/relayworker/config"
 	"github.com/outbox-operator/outbox-operator/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
@@ -46,7 +47,7 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	if err := checkRelayTable(ctx, db, cfg.T); err != nil {
 		return err
 	}
-	st, err := store.New(ctx, db, storeOptions(&cfg.Common))
+	st, err := store.New(ctx, db, relayStoreOptions(cfg))
 	if err != nil {
 		return err
 	}
@@ -65,13 +66,58 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}
 	defer stopEndpoints()
 
-	r := relay.New(relayOptions(cfg), db, st, pub, m, h, log)
-	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String())
+	opts := relayOptions(cfg)
+	var r *relay.Relay
+	var feed *cdc.Feed
+	if cfg.SourceMode == contract.SourceLogicalReplication {
+		fdb, err := openDB(ctx, cfg.DSN, 2) // the reader lock holds one connection while it leads
+		if err != nil {
+			return err
+		}
+		defer fdb.Close()
+		if err := replicationNames(ctx, fdb, cfg); err != nil {
+			return err
+		}
+		co := cdcOptions(cfg)
+		co.Wake, co.Log = func() { r.Wake() }, log.WithName("cdc")
+		feed = cdc.New(co, fdb, m)
+		opts.Feed = feed
+	}
+	r = relay.New(opts, db, st, pub, m, h, log)
+	if feed != nil {
+		defer runInBackground(ctx, feed.Run)() // ends the reader (lock and slot let go) before the pools close
+	}
+	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode)
 	if err := r.Run(ctx); err != nil {
 		return err
 	}
 	log.Info("relay stopped")
 	return nil
+}
+
+// replicationNames fills in the slot and publication names left empty: derived from
+// the database, schema and table, because slots are shared by the whole server.
+func replicationNames(ctx context.Context, db *sql.DB, cfg *config.Relay) error {
+	if cfg.Slot == "" {
+		var name string
+		if err := db.QueryRowContext(ctx, `SELECT current_database()`).Scan(&name); err != nil {
+			return fmt.Errorf("current database: %w", err)
+		}
+		cfg.Slot = contract.ReplicationName(name, cfg.T.Schema, cfg.T.Name)
+	}
+	if cfg.Publication == "" {
+		cfg.Publication = cfg.Slot
+	}
+	return nil
+}
+
+// runInBackground runs fn until the returned stop is called (or ctx ends); stop waits
+// for fn to return.
+func runInBackground(ctx context.Context, fn func(context.Context)) (stop func()) {
+	bctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); fn(bctx) }()
+	return func() { cancel(); <-done }
 }
 
 // checkRelayTable refuses, with one clear error, what the relay cannot work on: a hot

@@ -36,6 +36,17 @@ type Relay struct {
 	KafkaSASLUsername  string
 	KafkaSASLPassword  string
 
+	// SourceMode is contract.SourcePolling or contract.SourceLogicalReplication: in the
+	// latter, the worker holding the slot claims new rows as their inserts arrive
+	// through logical replication, and polling takes only what it leaves (RETRY rows,
+	// expired leases, PENDING rows older than HandoverAfter).
+	SourceMode    string
+	Slot          string
+	Publication   string
+	HandoverAfter time.Duration
+	CDCHeartbeat  time.Duration
+	CreateSlot    bool
+
 	brokersRaw string
 }
 
@@ -60,6 +71,12 @@ func bindRelay(b *binder, r *Relay) {
 	b.str(&r.KafkaSASLMechanism, "kafka-sasl-mechanism", contract.EnvKafkaSASLMechanism, "", "plain, scram-sha-256 or scram-sha-512")
 	b.str(&r.KafkaSASLUsername, "kafka-sasl-username", contract.EnvKafkaSASLUsername, "", "SASL user")
 	b.str(&r.KafkaSASLPassword, "kafka-sasl-password", contract.EnvKafkaSASLPassword, "", "SASL password (never logged)")
+	b.str(&r.SourceMode, "source-mode", contract.EnvSourceMode, contract.SourcePolling, "where new events come from: polling or logical-replication")
+	b.str(&r.Slot, "slot", contract.EnvSlot, "", "logical replication slot (default: derived from database, schema and table)")
+	b.str(&r.Publication, "publication", contract.EnvPublication, "", "publication of the outbox table's inserts (default: the slot's name)")
+	b.duration(&r.HandoverAfter, "cdc-handover-after", contract.EnvHandoverAfter, contract.DefaultHandoverAfter, "logical-replication mode: age after which polling claims a PENDING row")
+	b.duration(&r.CDCHeartbeat, "cdc-heartbeat", contract.EnvCDCHeartbeat, contract.DefaultCDCHeartbeat, "logical-replication mode: how often an idle reader moves its slot")
+	b.boolean(&r.CreateSlot, "cdc-create-slot", contract.EnvCreateSlot, true, "logical-replication mode: make the slot and publication when missing (the operator sets false: it makes them)")
 }
 
 // ParseRelay parses `relayworker relay` arguments.
@@ -109,6 +126,9 @@ func (r *Relay) validate() error {
 		return err
 	}
 	r.Brokers = brokers
+	if err := r.validateSource(); err != nil {
+		return err
+	}
 	switch {
 	case r.BatchSize < contract.MinBatchSize || r.BatchSize > contract.MaxBatchSize:
 		return fmt.Errorf("--batch-size (RELAY_BATCH_SIZE) %d must be between %d and %d", r.BatchSize, contract.MinBatchSize, contract.MaxBatchSize)
@@ -145,6 +165,34 @@ func (r *Relay) validate() error {
 		if _, err := os.Stat(r.KafkaTLSCAFile); err != nil {
 			return fmt.Errorf("--kafka-tls-ca-file (KAFKA_TLS_CA_FILE): %v", err)
 		}
+	}
+	return nil
+}
+
+// validateSource checks the source mode and, for logical replication, the names of
+// the slot and publication (they are spliced into replication commands as
+// identifiers, so only PostgreSQL's slot-name alphabet passes).
+func (r *Relay) validateSource() error {
+	switch r.SourceMode {
+	case contract.SourcePolling:
+		return nil
+	case contract.SourceLogicalReplication:
+	default:
+		return fmt.Errorf("--source-mode (%s) %q must be %s or %s", contract.EnvSourceMode, r.SourceMode,
+			contract.SourcePolling, contract.SourceLogicalReplication)
+	}
+	// Empty names are derived once the database is known (slots are per server, so the
+	// database name is part of them: cli.replicationNames).
+	for flag, v := range map[string]string{"--slot (" + contract.EnvSlot + ")": r.Slot, "--publication (" + contract.EnvPublication + ")": r.Publication} {
+		if v != "" && !contract.ReplicationNameRE.MatchString(v) {
+			return fmt.Errorf("%s %q must be 1 to 63 lower-case letters, digits or underscores", flag, v)
+		}
+	}
+	switch {
+	case r.HandoverAfter <= 0:
+		return fmt.Errorf("--cdc-handover-after (%s) %s must be positive", contract.EnvHandoverAfter, r.HandoverAfter)
+	case r.CDCHeartbeat <= 0:
+		return fmt.Errorf("--cdc-heartbeat (%s) %s must be positive", contract.EnvCDCHeartbeat, r.CDCHeartbeat)
 	}
 	return nil
 }

@@ -33,6 +33,13 @@ type Metrics struct {
 	BrokerUp         prometheus.Gauge
 	BrokerPauses     prometheus.Counter
 	Errors           *prometheus.CounterVec // stage
+
+	// Logical-replication mode (relayworker/cdc).
+	CDCReader       prometheus.Gauge
+	CDCDelivered    prometheus.Counter
+	CDCClaimed      prometheus.Counter
+	CDCQueued       prometheus.Gauge
+	CDCConfirmedLSN prometheus.Gauge
 }
 
 // New registers the metrics; pipeline becomes a constant label when not empty.
@@ -80,7 +87,18 @@ func New(pipeline string) *Metrics {
 			Help: "Times the worker paused claiming for a broker-wide failure."}),
 		Errors: prometheus.NewCounterVec(prometheus.CounterOpts{Name: "outbox_relay_errors_total",
 			Help: "Relay loop errors by stage (claim, mark, listen, stats)."}, []string{"stage"}),
+		CDCReader: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_cdc_reader",
+			Help: "1 while this worker holds the replication slot and streams the outbox table's inserts; 0 while it stands by."}),
+		CDCDelivered: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_cdc_delivered_total",
+			Help: "Outbox inserts logical replication delivered to this worker (re-deliveries after a restart count again)."}),
+		CDCClaimed: prometheus.NewCounter(prometheus.CounterOpts{Name: "outbox_cdc_claimed_total",
+			Help: "Rows claimed by id from delivered inserts (the rest were already taken, or left to polling for their order)."}),
+		CDCQueued: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_cdc_queued",
+			Help: "Delivered inserts waiting to be claimed."}),
+		CDCConfirmedLSN: prometheus.NewGauge(prometheus.GaugeOpts{Name: "outbox_cdc_confirmed_lsn",
+			Help: "The WAL position this worker last confirmed to its slot, as a number."}),
 	}
+	r.MustRegister(m.CDCReader, m.CDCDelivered, m.CDCClaimed, m.CDCQueued, m.CDCConfirmedLSN)
 	r.MustRegister(m.PendingCount, m.OldestPendingAge, m.TableDeadTuples, m.TableLiveTuples, m.TableSizeBytes, m.ClaimLatency, m.ClaimBatchSize, m.PublishLatency,
 		m.SendSuccess, m.SendRetry, m.SendDead, m.SendUnknown, m.LeaseExpired, m.LeaseReleased, m.MarkFenced, m.BrokerUp, m.BrokerPauses, m.Errors)
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

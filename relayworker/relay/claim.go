@@ -27,17 +27,75 @@ type claimed struct {
 	rows  []event.Row
 	start time.Time // when the claim was sent: the conservative start of the lease
 	err   error
+	after func() // the feed's done for a claim by id: called once marked or given up
 }
 
-// claim claims up to BatchSize rows under a fresh owner token.
+// finish runs after, once: a batch that will not be marked is done too.
+func (c *claimed) finish() {
+	if c.after != nil {
+		c.after()
+		c.after = nil
+	}
+}
+
+// claim claims up to BatchSize rows under a fresh owner token. With a feed it claims
+// delivered ids first, and polls when the feed had nothing or PollInterval passed
+// since the last poll (RETRY rows, expired leases and rows the feed left must not
+// wait behind a busy stream).
 func (r *Relay) claim(ctx context.Context) claimed {
+	if r.cfg.Feed == nil {
+		return r.claimPolled(ctx)
+	}
+	if time.Since(r.lastPoll) < r.cfg.PollInterval {
+		if c, ok := r.claimFed(ctx); ok {
+			return c
+		}
+	}
+	r.lastPoll = time.Now()
+	c := r.claimPolled(ctx)
+	if c.err != nil || len(c.rows) > 0 {
+		return c
+	}
+	if f, ok := r.claimFed(ctx); ok {
+		return f
+	}
+	return c
+}
+
+// claimPolled is the polling claim.
+func (r *Relay) claimPolled(ctx context.Context) claimed {
 	c := claimed{token: r.newToken(), start: time.Now()} // monotonic: only durations are taken from the worker clock
 	c.rows, c.err = r.store.Claim(ctx, c.token, r.cfg.BatchSize, r.cfg.Lease)
+	r.observeClaim(c)
+	return c
+}
+
+// claimFed claims the rows of ids the feed delivered; ok is false when the feed had
+// nothing claimable (ids already SENT or taken, or left to polling for their order).
+func (r *Relay) claimFed(ctx context.Context) (claimed, bool) {
+	for range 4 {
+		ids, done := r.cfg.Feed.Take(r.cfg.BatchSize)
+		if len(ids) == 0 {
+			done()
+			return claimed{}, false
+		}
+		c := claimed{token: r.newToken(), start: time.Now(), after: done}
+		c.rows, c.err = r.store.ClaimIDs(ctx, c.token, ids, r.cfg.Lease)
+		r.observeClaim(c)
+		if c.err != nil || len(c.rows) > 0 {
+			r.cfg.Feed.Claimed(len(c.rows))
+			return c, true
+		}
+		c.finish()
+	}
+	return claimed{}, false
+}
+
+func (r *Relay) observeClaim(c claimed) {
 	r.m.ClaimLatency.Observe(time.Since(c.start).Seconds())
 	if c.err == nil {
 		r.m.ClaimBatchSize.Observe(float64(len(c.rows)))
 	}
-	return c
 }
 
 // newToken returns a fresh owner token: worker id plus 64 random bits.
@@ -49,6 +107,7 @@ func (r *Relay) newToken() string {
 
 // unclaim hands a claimed but unpublished batch back (shutdown, broker pause).
 func (r *Relay) unclaim(c claimed) {
+	defer c.finish()
 	if c.err != nil || len(c.rows) == 0 {
 		return
 	}

@@ -44,6 +44,9 @@ func (mk *marker) loop() {
 	defer close(mk.done)
 	for b := range mk.queue {
 		mk.mark(b.token, &b.out)
+		if b.after != nil {
+			b.after()
+		}
 	}
 }
 

@@ -19,18 +19,20 @@ import (
 type published struct {
 	token string
 	out   outcome
+	after func() // called once the marks are written (the feed's done), or nil
 }
 
 // publish publishes a claimed batch and returns what to mark (nil when nothing was
 // claimed).
 func (r *Relay) publish(work context.Context, c claimed) *published {
 	if c.err != nil || len(c.rows) == 0 {
+		c.finish()
 		return nil
 	}
 	// The lease started at the latest when the claim returned... and at the earliest
 	// when we sent it; measuring from `start` is the conservative side.
 	deadline := c.start.Add(r.cfg.Lease - r.cfg.LeaseMargin)
-	return &published{token: c.token, out: r.process(work, c.rows, deadline)}
+	return &published{token: c.token, out: r.process(work, c.rows, deadline), after: c.after}
 }
 
 // process publishes claimed rows and returns what to mark.

@@ -50,6 +50,20 @@ type Options struct {
 	// LeaseMargin: the batch must be published this long before its lease ends
 	// (default lease/4); rows not published by then are released.
 	LeaseMargin time.Duration
+	// Feed, in logical-replication mode, delivers the ids of newly inserted rows
+	// (relayworker/cdc); the claim loop claims them by id and polls only once per
+	// PollInterval while the feed has work. The store then claims PENDING rows only
+	// after the hand-over age (store.Options.PendingAge).
+	Feed Feed
+}
+
+// Feed is the source of newly inserted rows in logical-replication mode.
+type Feed interface {
+	// Take returns up to max event ids in commit order; done is called once their
+	// batch is marked or given up.
+	Take(max int) (ids []string, done func())
+	// Claimed counts the rows a claim by id took.
+	Claimed(n int)
 }
 
 // Relay is one worker.
@@ -67,6 +81,8 @@ type Relay struct {
 
 	probe Prober   // nil: resume after one probe wait and let the next produce tell
 	reset Resetter // nil: nothing to reset
+
+	lastPoll time.Time // last polling claim in logical-replication mode (claim loop only)
 
 	bmu            sync.Mutex
 	bstate         brokerState
@@ -188,6 +204,9 @@ func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
 	c := r.claim(claimCtx)
 	if b := r.publish(work, c); b != nil {
 		r.marks.mark(b.token, &b.out)
+		if b.after != nil {
+			b.after()
+		}
 	}
 	return len(c.rows), c.err
 }

@@ -6,6 +6,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/lib/pq"
@@ -29,11 +30,14 @@ import (
 // Expired leases, RETRY and PENDING rows are taken from three ordered index scans so
 // a large PENDING backlog cannot starve retries and take-overs; each scan stops after
 // the batch is full.
-func ClaimSQL(t pgident.Table) string { return claimSQL(t, "$1", "$2", "$3") }
+func ClaimSQL(t pgident.Table) string { return claimSQL(t, "$1", "$2", "$3", "") }
 
 // claimSQL builds the claim with its owner token, batch size and lease as SQL text
-// (placeholders or literals).
-func claimSQL(t pgident.Table, token, limit, lease string) string {
+// (placeholders or literals). pendingAge, when not empty, is an interval literal: then
+// PENDING rows are claimable only that long after their next_retry_at (their insert
+// time), because in logical-replication mode the slot's reader claims new rows by id
+// (ClaimIDs) and polling takes only what it left (contract.DefaultHandoverAfter).
+func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
 	q := t.Qualified()
 	// OFFSET 0 keeps each NOT EXISTS a per-row probe of the _aggregate_inflight_idx
 	// partial index; flattened into an anti join the planner hashes the whole hot set
@@ -57,8 +61,12 @@ func claimSQL(t pgident.Table, token, limit, lease string) string {
                OR (` + rank("p") + `, p.next_retry_at, p.created_at, p.ctid) > (` + rank("o") + `, o.next_retry_at, o.created_at, o.ctid))
         OFFSET 0)`
 	scan := func(status, limit string) string {
+		due := `now()`
+		if status == "PENDING" && pendingAge != "" {
+			due = `now() - ` + pendingAge + `::interval`
+		}
 		return `SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM ` + q + ` o
-    WHERE o.status = '` + status + `' AND o.next_retry_at <= now() AND ` + free + `
+    WHERE o.status = '` + status + `' AND o.next_retry_at <= ` + due + ` AND ` + free + `
     ORDER BY o.next_retry_at, o.created_at
     LIMIT ` + limit + `
     FOR UPDATE SKIP LOCKED`
@@ -72,7 +80,28 @@ func claimSQL(t pgident.Table, token, limit, lease string) string {
 ), cand AS (
     -- CTE scans run on demand: once the batch came from exp and ret, pen is not read on.
     SELECT * FROM (SELECT * FROM exp UNION ALL SELECT * FROM ret UNION ALL SELECT * FROM pen) u LIMIT ` + limit + `
-), ok AS (
+), ` + claimTail(q, token, lease)
+}
+
+// ClaimIDsSQL is the claim of the rows whose inserts logical replication delivered:
+// the PENDING rows among the ids, with the same per-aggregate order rule, lease and
+// RETURNING as the polling claim (so publish and mark cannot tell the two apart).
+// A row another worker locked or claimed, or one already SENT, is skipped.
+func ClaimIDsSQL(t pgident.Table) string { return claimIDsSQL(t, "$1", "$2", "$3") }
+
+func claimIDsSQL(t pgident.Table, token, ids, lease string) string {
+	q := t.Qualified()
+	return `WITH cand AS (
+    SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM ` + q + ` o
+    WHERE o.event_id = ANY (` + ids + `::text[]) AND o.status = 'PENDING'
+    FOR UPDATE SKIP LOCKED
+), ` + claimTail(q, token, lease)
+}
+
+// claimTail is the part of both claims after the candidates: the per-aggregate order
+// check, then the update that takes the rows.
+func claimTail(q, token, lease string) string {
+	return `ok AS (
     SELECT c.event_id, c.status = 'SENDING' AS expired
     FROM cand c
     WHERE NOT EXISTS (SELECT 1 FROM ` + q + ` p
@@ -116,8 +145,35 @@ func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Durat
 	// every claim rereads them (measured at 5,000 events/s: 16,000 dead entries, 9 ms per
 	// claim after 30 s, and growing). An ordered index scan stops at the batch size and
 	// flags each dead entry the first time it passes it.
+	pendingAge := ""
+	if s.pendingAge > 0 {
+		pendingAge = pq.QuoteLiteral(interval(s.pendingAge))
+	}
 	q := `SET LOCAL enable_bitmapscan = off; ` +
-		claimSQL(s.t, pq.QuoteLiteral(token), strconv.Itoa(n), pq.QuoteLiteral(interval(lease)))
+		claimSQL(s.t, pq.QuoteLiteral(token), strconv.Itoa(n), pq.QuoteLiteral(interval(lease)), pendingAge)
+	return s.claimRows(ctx, q, n)
+}
+
+// ClaimIDs claims, for owner token and the lease, the PENDING rows among ids (the
+// inserts logical replication delivered), under the polling claim's order rule.
+func (s *Store) ClaimIDs(ctx context.Context, token string, ids []string, lease time.Duration) ([]event.Row, error) {
+	s.Statements.Add(1)
+	var b strings.Builder
+	b.WriteString("ARRAY[")
+	for i, id := range ids {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		b.WriteString(pq.QuoteLiteral(id))
+	}
+	b.WriteString("]")
+	// A simple query with quoted literals, like Claim: planned with the real ids.
+	q := claimIDsSQL(s.t, pq.QuoteLiteral(token), b.String(), pq.QuoteLiteral(interval(lease)))
+	return s.claimRows(ctx, q, len(ids))
+}
+
+// claimRows runs a claim statement and scans what it returned.
+func (s *Store) claimRows(ctx context.Context, q string, n int) ([]event.Row, error) {
 	rows, err := s.db.QueryContext(ctx, q)
 	if err != nil {
 		return nil, fmt.Errorf("claim: %w", err)

@@ -55,7 +55,9 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer broker.Close()
-	if relaytest.PG, err = pgtest.Start(pgtest.Options{}); err != nil {
+	// wal_level=logical for the logical-replication tests (cdc_test.go); the others do
+	// not notice.
+	if relaytest.PG, err = pgtest.Start(pgtest.Options{Settings: pgtest.LogicalReplication}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

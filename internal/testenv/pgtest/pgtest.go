@@ -47,6 +47,10 @@ type Options struct {
 	HBA []string
 }
 
+// LogicalReplication are the settings a server needs for logical replication
+// (Options.Settings): the relay's CDC mode and its tests.
+var LogicalReplication = []string{"wal_level=logical", "max_replication_slots=20", "max_wal_senders=20"}
+
 // Server is one private PostgreSQL instance.
 type Server struct {
 	Port int
