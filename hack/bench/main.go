@@ -23,7 +23,7 @@ var (
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
 	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
-	peers    = flag.String("peers", "relay,watermill", "peers: relay, watermill")
+	peers    = flag.String("peers", "relay,cdc,watermill", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose  = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
@@ -66,7 +66,7 @@ func benchmark() error {
 		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
 	}
 	for _, list := range []struct{ flag, value, known string }{
-		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,watermill"},
+		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill"},
 	} {
 		for _, v := range strings.Split(list.value, ",") {
 			if !has(list.known, v) {
@@ -176,6 +176,14 @@ func drains(s *stack, withPeer bool, lim []limitResult) error {
 			fmt.Printf("  with history: %.2f x the drain rate without\n", results[len(results)-1].rate()/results[0].rate())
 		}
 	}
+	if has(*peers, "cdc") {
+		if err := runOne(s.cdc("relay, LogicalReplication", drainFlags), "d-cdc", 0); err != nil {
+			return err
+		}
+		if has(*peers, "relay") {
+			fmt.Printf("  LogicalReplication / polling: %.2f x\n", results[len(results)-1].rate()/results[0].rate())
+		}
+	}
 	if withPeer {
 		if err := runOne(&watermillPeer{bin: s.peerBin}, "d-wm", 0); err != nil {
 			return err
@@ -203,6 +211,9 @@ func latencies(s *stack, withPeer bool) error {
 	var ps []peer
 	if has(*peers, "relay") {
 		ps = append(ps, s.relay("relay", nil, false), s.relay("relay, NOTIFY trigger", nil, true))
+	}
+	if has(*peers, "cdc") {
+		ps = append(ps, s.cdc("relay, LogicalReplication", nil))
 	}
 	if withPeer {
 		ps = append(ps, &watermillPeer{bin: s.peerBin})

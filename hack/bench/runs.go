@@ -43,6 +43,7 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 		return res, err
 	}
 	defer db.Close()
+	defer s.dropSlots(dbName(super)) // after the workers stopped (deferred later, run earlier)
 	if history > 0 {
 		if err := loadHistory(db, tag, history); err != nil {
 			return res, err
@@ -166,6 +167,7 @@ func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Du
 		return res, err
 	}
 	defer db.Close()
+	defer s.dropSlots(dbName(super)) // after the workers stopped (deferred later, run earlier)
 	if err := s.createTopics(w.topics[0], w.topics[1]); err != nil {
 		return res, err
 	}

@@ -50,6 +50,9 @@ func startStack(fsync bool, withPeer bool) (*stack, error) {
 	s.pg, err = pgtest.Start(pgtest.Options{Fsync: fsync, Settings: []string{
 		"shared_preload_libraries=pg_stat_statements",
 		"pg_stat_statements.track=all",
+		// For the cdc peer; every peer runs on the same server, so all pay for the
+		// logical WAL level alike.
+		"wal_level=logical", "max_replication_slots=20", "max_wal_senders=20",
 	}})
 	if err != nil {
 		return s, err

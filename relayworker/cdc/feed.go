@@ -43,6 +43,9 @@ type Options struct {
 	// CreateSlot: make the publication and slot when missing (and replace an
 	// invalidated slot). Off under the operator, which owns them (internal/replslot).
 	CreateSlot bool
+	// RetryFor: an id a claim left while still PENDING is offered again until it has
+	// been queued this long (the relay's hand-over age: then polling takes it).
+	RetryFor time.Duration
 	// Wake is called when new inserts were queued (the relay's Wake).
 	Wake func()
 	Log  logr.Logger
@@ -68,11 +71,13 @@ func New(o Options, db *sql.DB, m *metrics.Metrics) *Feed {
 }
 
 // Take hands the claim loop up to max delivered event ids, in commit order; done must
-// be called once their batch is marked. It returns nothing while this worker stands by.
-func (f *Feed) Take(max int) ([]string, func()) {
+// be called once their batch is marked, with the ids the claim left that are still
+// PENDING (they are offered again for a while). It returns nothing while this worker
+// stands by.
+func (f *Feed) Take(max int) ([]string, func(retry []string)) {
 	q := f.q.Load()
 	if q == nil {
-		return nil, func() {}
+		return nil, func([]string) {}
 	}
 	ids, done := q.take(max)
 	f.m.CDCQueued.Set(float64(q.len()))
@@ -127,7 +132,7 @@ func (f *Feed) tryLead(ctx context.Context) (led bool, err error) {
 		return true, err
 	}
 	f.o.Log.Info("logical replication reader starting", "slot", f.o.Slot, "publication", f.o.Publication, "confirmedLsn", start.String())
-	q := newQueue(start)
+	q := newQueue(start, f.o.RetryFor)
 	f.q.Store(q)
 	f.m.CDCReader.Set(1)
 	defer func() {

@@ -5,15 +5,17 @@ package cdc
 
 import (
 	"sync"
+	"time"
 
 	"github.com/jackc/pglogrepl"
 )
 
 // entry is one delivered insert.
 type entry struct {
-	id  string
-	agg string // aggregate_type + "\x00" + aggregate_id: entries of one aggregate go out in order
-	tx  *txn
+	id    string
+	agg   string // aggregate_type + "\x00" + aggregate_id: entries of one aggregate go out in order
+	tx    *txn
+	since time.Time // when it was queued first
 }
 
 // txn is one committed transaction of the stream, in commit order.
@@ -35,10 +37,14 @@ type queue struct {
 	// idleEnd is a server position with nothing of ours before it (a keepalive's
 	// WAL end or a heartbeat), confirmable once the queue and batches are empty.
 	idleEnd pglogrepl.LSN
+	// retryFor: an entry a claim could not take yet (an older version of its
+	// aggregate had not arrived, or was in another worker's batch) goes back into the
+	// queue for this long after it was first queued; then polling has it.
+	retryFor time.Duration
 }
 
-func newQueue(start pglogrepl.LSN) *queue {
-	return &queue{inflight: map[string]int{}, done: start}
+func newQueue(start pglogrepl.LSN, retryFor time.Duration) *queue {
+	return &queue{inflight: map[string]int{}, done: start, retryFor: retryFor}
 }
 
 // commit appends one committed transaction's entries (possibly none).
@@ -47,8 +53,9 @@ func (q *queue) commit(end pglogrepl.LSN, ids, aggs []string) {
 	defer q.mu.Unlock()
 	t := &txn{end: end, outstanding: len(ids)}
 	q.txns = append(q.txns, t)
+	now := time.Now()
 	for i := range ids {
-		q.entries = append(q.entries, entry{id: ids[i], agg: aggs[i], tx: t})
+		q.entries = append(q.entries, entry{id: ids[i], agg: aggs[i], tx: t, since: now})
 	}
 	q.advance()
 }
@@ -74,8 +81,9 @@ func (q *queue) len() int {
 // entry in an unfinished batch (and everything of theirs behind it): a claim must not
 // see a newer version while the older one is still SENDING in a batch of ours, or it
 // would leave the newer one to polling. done must be called once the batch's marks are
-// written (or it was given up).
-func (q *queue) take(max int) (ids []string, done func()) {
+// written (or it was given up), with the ids the claim could not take but that are
+// still PENDING: they go back to the front of the queue, in order, for a while.
+func (q *queue) take(max int) (ids []string, done func(retry []string)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var taken []entry
@@ -95,17 +103,29 @@ func (q *queue) take(max int) (ids []string, done func()) {
 		q.inflight[e.agg]++
 	}
 	var once sync.Once
-	return ids, func() { once.Do(func() { q.finish(taken) }) }
+	return ids, func(retry []string) { once.Do(func() { q.finish(taken, retry) }) }
 }
 
-func (q *queue) finish(batch []entry) {
+func (q *queue) finish(batch []entry, retry []string) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	again := map[string]bool{}
+	for _, id := range retry {
+		again[id] = true
+	}
+	var back []entry
 	for _, e := range batch {
 		if q.inflight[e.agg]--; q.inflight[e.agg] <= 0 {
 			delete(q.inflight, e.agg)
 		}
+		if again[e.id] && time.Since(e.since) < q.retryFor {
+			back = append(back, e) // still outstanding in its transaction
+			continue
+		}
 		e.tx.outstanding--
+	}
+	if len(back) > 0 {
+		q.entries = append(back, q.entries...)
 	}
 	q.advance()
 }

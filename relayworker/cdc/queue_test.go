@@ -3,10 +3,11 @@ package cdc
 import (
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestQueueConfirmsOnlyFinishedPrefix(t *testing.T) {
-	q := newQueue(100)
+	q := newQueue(100, time.Minute)
 	q.commit(200, []string{"a1", "b1"}, []string{"A", "B"})
 	if got := q.confirmable(); got != 100 {
 		t.Fatalf("nothing done yet: confirmable %d, want 100", got)
@@ -23,11 +24,11 @@ func TestQueueConfirmsOnlyFinishedPrefix(t *testing.T) {
 	if !slices.Equal(ids2, []string{"c1"}) {
 		t.Fatalf("second take %v, want [c1] (A is in flight)", ids2)
 	}
-	done2()
+	done2(nil)
 	if got := q.confirmable(); got != 100 {
 		t.Fatalf("the first transaction is unfinished: confirmable %d, want 100", got)
 	}
-	done1()
+	done1(nil)
 	if got := q.confirmable(); got != 200 {
 		t.Fatalf("after the first batch: confirmable %d, want 200 (a2's transaction is not done)", got)
 	}
@@ -39,26 +40,58 @@ func TestQueueConfirmsOnlyFinishedPrefix(t *testing.T) {
 	if got := q.confirmable(); got != 200 {
 		t.Fatalf("the idle position must wait for the batch in flight: %d", got)
 	}
-	done3()
-	done3() // idempotent
+	done3(nil)
+	done3(nil) // idempotent
 	if got := q.confirmable(); got != 500 {
 		t.Fatalf("all done: confirmable %d, want 500 (the idle position)", got)
 	}
 }
 
 func TestQueueTakeKeepsCommitOrderAndLimit(t *testing.T) {
-	q := newQueue(0)
+	q := newQueue(0, time.Minute)
 	q.commit(10, []string{"a1", "b1", "a2", "c1"}, []string{"A", "B", "A", "C"})
 	ids, done := q.take(2)
 	if !slices.Equal(ids, []string{"a1", "b1"}) {
 		t.Fatalf("take(2) = %v", ids)
 	}
-	done()
+	done(nil)
 	ids, _ = q.take(10)
 	if !slices.Equal(ids, []string{"a2", "c1"}) {
 		t.Fatalf("rest = %v, want commit order", ids)
 	}
 	if q.len() != 0 {
 		t.Fatal("queue not empty")
+	}
+}
+
+// An id the claim could not take yet goes back to the front of the queue and keeps
+// its transaction unconfirmed; past the retry window it is polling's.
+func TestQueueRetriesUnclaimedIDsForAWhile(t *testing.T) {
+	q := newQueue(0, time.Minute)
+	q.commit(10, []string{"a2"}, []string{"A"}) // committed before its older version
+	q.commit(20, []string{"a1", "b1"}, []string{"A", "B"})
+	ids, done := q.take(1)
+	if !slices.Equal(ids, []string{"a2"}) {
+		t.Fatalf("take %v", ids)
+	}
+	done([]string{"a2"})
+	if got := q.confirmable(); got != 0 {
+		t.Fatalf("a2 is not done: confirmable %d", got)
+	}
+	ids, done = q.take(10)
+	if !slices.Equal(ids, []string{"a2", "a1", "b1"}) {
+		t.Fatalf("retry take %v, want a2 first again, then the rest", ids)
+	}
+	done(nil)
+	if got := q.confirmable(); got != 20 {
+		t.Fatalf("confirmable %d, want 20", got)
+	}
+
+	q = newQueue(0, 0) // no retry window: polling takes what a claim left at once
+	q.commit(10, []string{"x"}, []string{"X"})
+	_, done = q.take(10)
+	done([]string{"x"})
+	if q.len() != 0 || q.confirmable() != 10 {
+		t.Fatalf("without a retry window the entry must be done: queued %d, confirmable %d", q.len(), q.confirmable())
 	}
 }

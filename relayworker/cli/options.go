@@ -40,7 +40,7 @@ func relayStoreOptions(c *config.Relay) store.Options {
 // are final: replicationNames filled in any left empty).
 func cdcOptions(c *config.Relay) cdc.Options {
 	return cdc.Options{DSN: c.DSN, Table: c.T, Slot: c.Slot, Publication: c.Publication,
-		Heartbeat: c.CDCHeartbeat, CreateSlot: c.CreateSlot}
+		Heartbeat: c.CDCHeartbeat, CreateSlot: c.CreateSlot, RetryFor: c.HandoverAfter}
 }
 
 // publishOptions: the Writer's batch follows the claim's batch size, so one claimed

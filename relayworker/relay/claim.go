@@ -76,12 +76,14 @@ func (r *Relay) claimFed(ctx context.Context) (claimed, bool) {
 	for range 4 {
 		ids, done := r.cfg.Feed.Take(r.cfg.BatchSize)
 		if len(ids) == 0 {
-			done()
+			done(nil)
 			return claimed{}, false
 		}
-		c := claimed{token: r.newToken(), start: time.Now(), after: done}
+		c := claimed{token: r.newToken(), start: time.Now()}
 		c.rows, c.err = r.store.ClaimIDs(ctx, c.token, ids, r.cfg.Lease)
 		r.observeClaim(c)
+		retry := r.leftPending(ctx, ids, c)
+		c.after = func() { done(retry) }
 		if c.err != nil || len(c.rows) > 0 {
 			r.cfg.Feed.Claimed(len(c.rows))
 			return c, true
@@ -89,6 +91,31 @@ func (r *Relay) claimFed(ctx context.Context) (claimed, bool) {
 		c.finish()
 	}
 	return claimed{}, false
+}
+
+// leftPending are the ids a claim by id did not take that are still PENDING: an
+// older version of their aggregate had not arrived yet (two producers committed an
+// aggregate's versions out of order) or was locked by another claim. The feed offers
+// them again instead of leaving them to polling's hand-over age.
+func (r *Relay) leftPending(ctx context.Context, ids []string, c claimed) []string {
+	if c.err != nil || len(c.rows) == len(ids) {
+		return nil
+	}
+	got := make(map[string]bool, len(c.rows))
+	for i := range c.rows {
+		got[c.rows[i].EventID] = true
+	}
+	var left []string
+	for _, id := range ids {
+		if !got[id] {
+			left = append(left, id)
+		}
+	}
+	pending, err := r.store.StillPending(ctx, left)
+	if err != nil {
+		return nil // polling has them after the hand-over age
+	}
+	return pending
 }
 
 func (r *Relay) observeClaim(c claimed) {

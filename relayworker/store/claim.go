@@ -89,6 +89,12 @@ func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
 // A row another worker locked or claimed, or one already SENT, is skipped.
 func ClaimIDsSQL(t pgident.Table) string { return claimIDsSQL(t, "$1", "$2", "$3") }
 
+// ClaimIDsSettings precede the claim by id in its simple query (so they hold for it
+// alone). Without them the planner reads a few hundred ids out of the whole table
+// with a sequential scan (500 of 50,000 rows: 9 ms, and growing with the SENT
+// history), where primary-key probes cost well under a millisecond.
+const ClaimIDsSettings = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; `
+
 func claimIDsSQL(t pgident.Table, token, ids, lease string) string {
 	q := t.Qualified()
 	return `WITH cand AS (
@@ -168,8 +174,28 @@ func (s *Store) ClaimIDs(ctx context.Context, token string, ids []string, lease 
 	}
 	b.WriteString("]")
 	// A simple query with quoted literals, like Claim: planned with the real ids.
-	q := claimIDsSQL(s.t, pq.QuoteLiteral(token), b.String(), pq.QuoteLiteral(interval(lease)))
+	q := ClaimIDsSettings + claimIDsSQL(s.t, pq.QuoteLiteral(token), b.String(), pq.QuoteLiteral(interval(lease)))
 	return s.claimRows(ctx, q, len(ids))
+}
+
+// StillPending returns the ids among ids whose rows are PENDING.
+func (s *Store) StillPending(ctx context.Context, ids []string) ([]string, error) {
+	s.Statements.Add(1)
+	rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM `+s.t.Qualified()+
+		` WHERE event_id = ANY ($1::text[]) AND status = 'PENDING'`, pq.Array(ids))
+	if err != nil {
+		return nil, fmt.Errorf("still pending: %w", err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("still pending: scan: %w", err)
+		}
+		out = append(out, id)
+	}
+	return out, rows.Err()
 }
 
 // claimRows runs a claim statement and scans what it returned.
