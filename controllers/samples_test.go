@@ -9,11 +9,13 @@ import (
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 var _ = Describe("config/samples", func() {
@@ -21,7 +23,7 @@ var _ = Describe("config/samples", func() {
 		ns := newNamespace()
 		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "outbox_*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
-		Expect(files).To(HaveLen(4))
+		Expect(files).To(HaveLen(5))
 		kinds := map[string]int{}
 		for _, f := range files {
 			b, err := os.ReadFile(f)
@@ -42,7 +44,7 @@ var _ = Describe("config/samples", func() {
 				kinds[u.GetKind()]++
 			}
 		}
-		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 1))
+		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 2)) // Polling and LogicalReplication
 		Expect(kinds).To(HaveKeyWithValue("DeadLetterReplay", 2)) // an outbox and a consumer replay
 		Expect(kinds).To(HaveKeyWithValue("RetentionPolicy", 1))
 
@@ -52,6 +54,17 @@ var _ = Describe("config/samples", func() {
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "orders"}, &p)).To(Succeed())
 			g.Expect(p.Status.DeploymentName).To(Equal("orders-relay"))
 			g.Expect(p.Spec.Source.Migrate).To(BeTrue())
+		}).Should(Succeed())
+
+		By("the LogicalReplication sample renders its mode and holds the slot finalizer")
+		Eventually(func(g Gomega) {
+			var p outboxv1.OutboxPipeline
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "payments"}, &p)).To(Succeed())
+			g.Expect(p.Spec.Source.Mode).To(Equal(outboxv1.SourceLogicalReplication))
+			g.Expect(p.Finalizers).To(ContainElement(SlotFinalizer))
+			var d appsv1.Deployment
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "payments-relay"}, &d)).To(Succeed())
+			g.Expect(envMap(d.Spec.Template.Spec.Containers[0])).To(HaveKey(contract.EnvSlot))
 		}).Should(Succeed())
 	})
 })

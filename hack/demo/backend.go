@@ -35,12 +35,18 @@ type backend interface {
 // clusterBackend: the operator installed from config/default; pods are containers.
 type clusterBackend struct {
 	s       *clusterstack.Stack
-	counted atomic.Int64
+	counted map[string]*atomic.Int64 // topic -> records read
 	cancel  context.CancelFunc
 }
 
 func startCluster(env clusterstack.Env, log io.Writer) (*clusterBackend, error) {
-	s, err := clusterstack.Start(env, clusterstack.Options{Topics: []string{"orders"}, Out: log})
+	var topics []string
+	counted := map[string]*atomic.Int64{}
+	for _, dp := range demoPipelines {
+		topics = append(topics, dp.topic)
+		counted[dp.topic] = &atomic.Int64{}
+	}
+	s, err := clusterstack.Start(env, clusterstack.Options{Topics: topics, Out: log})
 	if err != nil {
 		return nil, err
 	}
@@ -48,7 +54,7 @@ func startCluster(env clusterstack.Env, log io.Writer) (*clusterBackend, error) 
 		s.Stop()
 		return nil, err
 	}
-	return &clusterBackend{s: s}, nil
+	return &clusterBackend{s: s, counted: counted}, nil
 }
 
 func (b *clusterBackend) describe() string {
@@ -73,8 +79,15 @@ func (b *clusterBackend) runRelay(ctx context.Context, namespace, deployment str
 	if err := b.s.RolloutStatus(namespace, deployment, 3*time.Minute); err != nil {
 		return err
 	}
-	// Count what reaches the topic the way a consumer sees it.
-	c, err := kgo.NewClient(kgo.SeedBrokers(b.s.Broker), kgo.ConsumeTopics("orders"),
+	if b.cancel != nil {
+		return nil // the consumer counts every topic already
+	}
+	// Count what reaches the topics the way a consumer sees it.
+	var topics []string
+	for t := range b.counted {
+		topics = append(topics, t)
+	}
+	c, err := kgo.NewClient(kgo.SeedBrokers(b.s.Broker), kgo.ConsumeTopics(topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
 		return fmt.Errorf("consumer: %w", err)
@@ -84,13 +97,22 @@ func (b *clusterBackend) runRelay(ctx context.Context, namespace, deployment str
 	go func() {
 		defer c.Close()
 		for cctx.Err() == nil {
-			b.counted.Add(int64(c.PollFetches(cctx).NumRecords()))
+			c.PollFetches(cctx).EachRecord(func(r *kgo.Record) {
+				if n := b.counted[r.Topic]; n != nil {
+					n.Add(1)
+				}
+			})
 		}
 	}()
 	return nil
 }
 
-func (b *clusterBackend) records(string) int64 { return b.counted.Load() }
+func (b *clusterBackend) records(topic string) int64 {
+	if n := b.counted[topic]; n != nil {
+		return n.Load()
+	}
+	return 0
+}
 
 func (b *clusterBackend) stop() {
 	if b.cancel != nil {

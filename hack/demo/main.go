@@ -14,8 +14,6 @@ package main
 
 import (
 	"context"
-	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -28,9 +26,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -38,7 +34,6 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/clusterstack"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
-	"github.com/outbox-operator/outbox-operator/outbox"
 )
 
 const namespace = "demo"
@@ -85,37 +80,39 @@ func run() error {
 	defer b.stop()
 	say("operator running; in another shell: %s get outboxpipelines -n %s -w", strings.Join(b.kubectl(), " "), namespace)
 
-	db, pipeline, err := applySample(ctx, b)
-	if err != nil {
+	if err := createNamespace(ctx, b); err != nil {
 		return err
 	}
-	defer db.Close()
-	deploy, err := waitForDeployment(ctx, b, pipeline)
-	if err != nil {
-		return err
+	for _, dp := range demoPipelines {
+		if err := dp.apply(ctx, b); err != nil {
+			return err
+		}
+		defer dp.db.Close()
+		if err := dp.run(ctx, b); err != nil {
+			return err
+		}
 	}
-	replicas := 2
-	if r := pipeline.Spec.Relay.Replicas; r != nil {
-		replicas = int(*r)
-	}
-	if err := b.runRelay(ctx, namespace, deploy, replicas); err != nil {
-		return err
-	}
-	say("relay Deployment %s/%s rendered by the operator: %d workers running", namespace, deploy, replicas)
-	say("writing %d orders/s, each with its event in the same transaction (Ctrl-C to stop)", rate)
+	say("writing %d orders/s and %d payments/s, each with its event in the same transaction (Ctrl-C to stop)", rate, rate)
 
-	written := make(chan int64, 1)
-	go func() { written <- produce(ctx, db, rate) }()
+	written := make(chan map[string]int64, 1)
+	go func() { written <- produce(ctx, demoPipelines, rate) }()
 	report(ctx, b)
 	n := <-written
-	say("stopped writing after %d events; waiting for the relay to drain", n)
+	say("stopped writing; waiting for the relays to drain")
 	drainCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	for drainCtx.Err() == nil && b.records("orders") < n {
-		time.Sleep(200 * time.Millisecond)
+	for _, dp := range demoPipelines {
+		for drainCtx.Err() == nil && b.records(dp.topic) < n[dp.topic] {
+			time.Sleep(200 * time.Millisecond)
+		}
+		say("topic %s holds %d records for %d committed events (%s pipeline; duplicates are allowed, losses are not)",
+			dp.topic, b.records(dp.topic), n[dp.topic], dp.p.Spec.Source.Mode)
 	}
-	say("topic orders holds %d records for %d committed events (duplicates are allowed, losses are not)", b.records("orders"), n)
-	printPipelines(b)
+	printPipelines(b, "-o", "wide")
+	if out, err := kubectlOutput(b, "get", "outboxpipeline", "payments", "-n", namespace,
+		"-o", "jsonpath={.status.replication}"); err == nil {
+		say("payments' replication slot (status.replication): %s", out)
+	}
 	return nil
 }
 
@@ -155,61 +152,6 @@ func settings() (rate int, duration time.Duration, err error) {
 	return rate, duration, nil
 }
 
-// applySample creates the sample Secret and OutboxPipeline, pointed at this machine's
-// database and broker, the way a user would after editing the sample.
-func applySample(ctx context.Context, b backend) (*sql.DB, *outboxv1.OutboxPipeline, error) {
-	// The namespace admits only pods that meet the restricted Pod Security Standard,
-	// as a careful platform team would set it up.
-	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: namespace,
-		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}}
-	if err := b.client().Create(ctx, ns); err != nil {
-		return nil, nil, fmt.Errorf("create namespace: %w", err)
-	}
-	dsn, podDSN, err := b.database(ctx)
-	if err != nil {
-		return nil, nil, err
-	}
-	db, err := sql.Open("postgres", dsn)
-	if err != nil {
-		return nil, nil, err
-	}
-	if _, err := db.ExecContext(ctx, `CREATE TABLE orders (order_id text PRIMARY KEY, amount_cents bigint NOT NULL, created_at timestamptz NOT NULL DEFAULT now())`); err != nil {
-		return nil, nil, fmt.Errorf("create orders table: %w", err)
-	}
-	if err := b.createTopic("orders", 3); err != nil {
-		return nil, nil, fmt.Errorf("create topic: %w", err)
-	}
-	root, err := localstack.ModuleRoot()
-	if err != nil {
-		return nil, nil, err
-	}
-	f, err := os.Open(filepath.Join(root, "config", "samples", "outbox_v1alpha1_outboxpipeline.yaml"))
-	if err != nil {
-		return nil, nil, err
-	}
-	defer f.Close()
-	var secret corev1.Secret
-	var p outboxv1.OutboxPipeline
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	if err := dec.Decode(&secret); err != nil {
-		return nil, nil, fmt.Errorf("sample secret: %w", err)
-	}
-	if err := dec.Decode(&p); err != nil {
-		return nil, nil, fmt.Errorf("sample pipeline: %w", err)
-	}
-	secret.Namespace, p.Namespace = namespace, namespace
-	secret.StringData["dsn"] = podDSN
-	p.Spec.Sink.Brokers = b.brokers()
-	p.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
-	if err := b.client().Create(ctx, &secret); err != nil {
-		return nil, nil, fmt.Errorf("create secret: %w", err)
-	}
-	if err := b.client().Create(ctx, &p); err != nil {
-		return nil, nil, fmt.Errorf("create pipeline: %w", err)
-	}
-	return db, &p, nil
-}
-
 func waitForDeployment(ctx context.Context, b backend, p *outboxv1.OutboxPipeline) (string, error) {
 	name := p.Name + "-relay"
 	for {
@@ -227,48 +169,6 @@ func waitForDeployment(ctx context.Context, b backend, p *outboxv1.OutboxPipelin
 	}
 }
 
-// produce is the demo application: one order and its OrderPlaced event per
-// transaction, at `rate` per second, until ctx ends. It returns how many committed.
-func produce(ctx context.Context, db *sql.DB, rate int) int64 {
-	pub := outbox.Default()
-	tick := time.NewTicker(time.Second / time.Duration(rate))
-	defer tick.Stop()
-	var n int64
-	for {
-		select {
-		case <-ctx.Done():
-			return n
-		case <-tick.C:
-		}
-		orderID := fmt.Sprintf("order-%06d", n+1)
-		amount := 100 + (n*37)%9900
-		tx, err := db.BeginTx(ctx, nil)
-		if err != nil {
-			continue
-		}
-		_, err = tx.ExecContext(ctx, `INSERT INTO orders (order_id, amount_cents) VALUES ($1, $2)`, orderID, amount)
-		if err == nil {
-			err = pub.Publish(ctx, tx, outbox.Event{
-				EventID:          outbox.EventID("order-placed", orderID),
-				AggregateType:    "Order",
-				AggregateID:      orderID,
-				AggregateVersion: 1,
-				EventType:        "OrderPlaced",
-				Destination:      "orders",
-				Payload:          json.RawMessage(fmt.Sprintf(`{"orderId":%q,"amountCents":%d}`, orderID, amount)),
-			})
-		}
-		if err == nil {
-			err = tx.Commit()
-		} else {
-			_ = tx.Rollback()
-		}
-		if err == nil {
-			n++
-		}
-	}
-}
-
 // report prints the pipeline as kubectl shows it every 5 seconds until ctx ends.
 func report(ctx context.Context, b backend) {
 	tick := time.NewTicker(5 * time.Second)
@@ -279,13 +179,13 @@ func report(ctx context.Context, b backend) {
 			return
 		case <-tick.C:
 			printPipelines(b)
-			say("topic orders: %d records", b.records("orders"))
+			say("topic orders: %d records, topic payments: %d records", b.records("orders"), b.records("payments"))
 		}
 	}
 }
 
-func printPipelines(b backend) {
-	out, err := kubectlOutput(b, "get", "outboxpipelines", "-n", namespace)
+func printPipelines(b backend, extra ...string) {
+	out, err := kubectlOutput(b, append([]string{"get", "outboxpipelines", "-n", namespace}, extra...)...)
 	if err != nil {
 		say("kubectl: %v: %s", err, out)
 		return

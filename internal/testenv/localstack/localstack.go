@@ -128,7 +128,8 @@ func Start(opts Options) (_ *Stack, err error) {
 	if s.Client, err = client.New(s.Config, client.Options{Scheme: Scheme()}); err != nil {
 		return nil, err
 	}
-	if s.PG, err = pgtest.Start(pgtest.Options{}); err != nil {
+	// wal_level=logical, so LogicalReplication pipelines (the demo has one) work too.
+	if s.PG, err = pgtest.Start(pgtest.Options{Settings: pgtest.LogicalReplication}); err != nil {
 		return nil, err
 	}
 	if s.Broker, err = kafkatest.Start(opts.Partitions); err != nil {
