@@ -198,8 +198,11 @@ func scrapeManager(t *testing.T, s *localstack.Stack) map[string]bool {
 	ref := outboxv1.PipelineReference{Name: "orders"}
 	objs := []client.Object{
 		localstack.SecretFor(ns.Name, "orders-db", "dsn", dsn),
+		// LogicalReplication, so the manager also exports the slot's gauges (it makes the
+		// slot; localstack's PostgreSQL runs with wal_level=logical).
 		&outboxv1.OutboxPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "orders"}, Spec: outboxv1.OutboxPipelineSpec{
-			Source:     outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: "orders-db", Key: "dsn"}},
+			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: "orders-db", Key: "dsn"},
+				Mode: outboxv1.SourceLogicalReplication},
 			Sink:       outboxv1.KafkaSink{Brokers: s.Broker.Addrs()},
 			Monitoring: outboxv1.MonitoringSettings{StatusInterval: &metav1.Duration{Duration: 5 * time.Second}},
 		}},
@@ -216,6 +219,7 @@ func scrapeManager(t *testing.T, s *localstack.Stack) map[string]bool {
 	series := []string{
 		`outbox_pipeline_pending{namespace="` + ns.Name + `",pipeline="orders"} 1`,
 		`outbox_pipeline_database_reachable{namespace="` + ns.Name + `",pipeline="orders"} 1`,
+		`outbox_pipeline_slot_active{namespace="` + ns.Name + `",pipeline="orders"} 0`,
 		`outbox_replay_failed{namespace="` + ns.Name + `",pipeline="orders",replay="replay"}`,
 		`outbox_retention_last_run_failed{namespace="` + ns.Name + `",pipeline="orders",policy="nightly"}`,
 	}
