@@ -75,7 +75,7 @@ func benchmark() error {
 		}
 	}
 	withPeer := has(*peers, "watermill")
-	s, err := startStack(*fsync, withPeer)
+	s, err := startStack(*fsync, withPeer, has(*peers, "cdc"))
 	defer s.close()
 	if err != nil {
 		return err
@@ -87,10 +87,11 @@ func benchmark() error {
 		s.prof = &profiler{dir: *profile}
 	}
 	fsyncWord := map[bool]string{true: "on", false: "off"}[*fsync]
+	walLevel := map[bool]string{true: "logical (the cdc peer needs it; every peer runs on it)", false: "replica"}[has(*peers, "cdc")]
 	fmt.Printf("workload: %d aggregates x ~%d versions interleaved, 2 topics x 6 partitions, key = aggregate id,\n"+
-		"~300-byte JSON payloads, headers on every second event; PostgreSQL fsync %s; %d worker processes per peer;\n"+
+		"~300-byte JSON payloads, headers on every second event; PostgreSQL fsync %s, wal_level %s; %d worker processes per peer;\n"+
 		"broker: kfake (hack/devbroker) in its own process; a franz-go consumer reads every event.\n\n",
-		aggregates, max(1, *events/aggregates), fsyncWord, *workers)
+		aggregates, max(1, *events/aggregates), fsyncWord, walLevel, *workers)
 	var lim []limitResult
 	if has(*runsFlag, "limits") {
 		if lim, err = limits(s); err != nil {

@@ -38,7 +38,7 @@ type stack struct {
 	prof                         *profiler // nil unless -profile
 }
 
-func startStack(fsync bool, withPeer bool) (*stack, error) {
+func startStack(fsync, withPeer, logical bool) (*stack, error) {
 	s := &stack{}
 	var err error
 	if s.dir, err = os.MkdirTemp("", "outbox-bench-"); err != nil {
@@ -47,13 +47,13 @@ func startStack(fsync bool, withPeer bool) (*stack, error) {
 	if err := s.build(withPeer); err != nil {
 		return s, err
 	}
-	s.pg, err = pgtest.Start(pgtest.Options{Fsync: fsync, Settings: []string{
-		"shared_preload_libraries=pg_stat_statements",
-		"pg_stat_statements.track=all",
-		// For the cdc peer; every peer runs on the same server, so all pay for the
-		// logical WAL level alike.
-		"wal_level=logical", "max_replication_slots=20", "max_wal_senders=20",
-	}})
+	settings := []string{"shared_preload_libraries=pg_stat_statements", "pg_stat_statements.track=all"}
+	if logical {
+		// For the cdc peer. Every peer runs on the same server, so all pay for the
+		// logical WAL level alike; without the cdc peer the server keeps the default.
+		settings = append(settings, pgtest.LogicalReplication...)
+	}
+	s.pg, err = pgtest.Start(pgtest.Options{Fsync: fsync, Settings: settings})
 	if err != nil {
 		return s, err
 	}

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
@@ -66,21 +63,11 @@ func (dp *demoPipeline) apply(ctx context.Context, b backend) error {
 	if err != nil {
 		return err
 	}
-	f, err := os.Open(filepath.Join(root, "config", "samples", dp.sample))
-	if err != nil {
-		return err
-	}
-	defer f.Close()
 	var secret corev1.Secret
 	dp.p = &outboxv1.OutboxPipeline{}
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	if err := dec.Decode(&secret); err != nil {
-		return fmt.Errorf("%s: secret: %w", dp.sample, err)
+	if err := localstack.DecodeSample(root, dp.sample, namespace, &secret, dp.p); err != nil {
+		return err
 	}
-	if err := dec.Decode(dp.p); err != nil {
-		return fmt.Errorf("%s: pipeline: %w", dp.sample, err)
-	}
-	secret.Namespace, dp.p.Namespace = namespace, namespace
 	secret.StringData["dsn"] = podDSN
 	dp.p.Spec.Sink.Brokers = b.brokers()
 	dp.p.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}

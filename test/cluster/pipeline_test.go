@@ -17,26 +17,19 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/contract"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 )
 
 const ns = "shop"
 
 // loadSample decodes config/samples/<file> into objs, in document order.
 func loadSample(file string, objs ...client.Object) {
-	f, err := os.Open(filepath.Join(stack.Root, "config", "samples", file))
-	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for _, o := range objs {
-		Expect(dec.Decode(o)).To(Succeed())
-		o.SetNamespace(ns)
-	}
+	Expect(localstack.DecodeSample(stack.Root, file, ns, objs...)).To(Succeed())
 }
 
 var _ = Describe("the operator installed from config/default on a real node", Ordered, func() {

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strconv"
 	"time"
 
@@ -15,10 +13,10 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 	"github.com/outbox-operator/outbox-operator/outbox"
 )
 
@@ -26,14 +24,7 @@ const ns = "shop"
 
 // loadSamples decodes config/samples/<file> into objs, in document order.
 func loadSamples(file string, objs ...client.Object) {
-	f, err := os.Open(filepath.Join(stack.Root, "config", "samples", file))
-	Expect(err).NotTo(HaveOccurred())
-	defer f.Close()
-	dec := yaml.NewYAMLOrJSONDecoder(f, 4096)
-	for _, o := range objs {
-		Expect(dec.Decode(o)).To(Succeed())
-		o.SetNamespace(ns)
-	}
+	Expect(localstack.DecodeSample(stack.Root, file, ns, objs...)).To(Succeed())
 }
 
 var _ = Describe("an OutboxPipeline applied from the samples", Ordered, func() {

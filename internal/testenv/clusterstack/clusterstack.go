@@ -105,9 +105,9 @@ func Start(env Env, opts Options) (_ *Stack, err error) {
 func (s *Stack) startPostgres(out io.Writer) error {
 	pg, err := pgtest.Start(pgtest.Options{
 		Settings: pgtest.LogicalReplication,
-		Listen: []string{s.NodeIP},
-		HBA:    []string{"host all all " + s.PodCIDR + " scram-sha-256"},
-		Logf:   func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
+		Listen:   []string{s.NodeIP},
+		HBA:      []string{"host all all " + s.PodCIDR + " scram-sha-256"},
+		Logf:     func(f string, a ...any) { fmt.Fprintf(out, f+"\n", a...) },
 	})
 	if err != nil {
 		return err
