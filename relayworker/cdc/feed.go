@@ -43,7 +43,7 @@ type Options struct {
 	// CreateSlot: make the publication and slot when missing (and replace an
 	// invalidated slot). Off under the operator, which owns them (internal/replslot).
 	CreateSlot bool
-	// RetryFor: an id a claim left while still PENDING is offered again until it has
+	// RetryFor: an id a claim left that may still be claimable is offered again until it has
 	// been queued this long (the relay's hand-over age: then polling takes it).
 	RetryFor time.Duration
 	// Wake is called when new inserts were queued (the relay's Wake).

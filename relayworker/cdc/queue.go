@@ -81,8 +81,9 @@ func (q *queue) len() int {
 // entry in an unfinished batch (and everything of theirs behind it): a claim must not
 // see a newer version while the older one is still SENDING in a batch of ours, or it
 // would leave the newer one to polling. done must be called once the batch's marks are
-// written (or it was given up), with the ids the claim could not take but that are
-// still PENDING: they go back to the front of the queue, in order, for a while.
+// written (or it was given up), with the ids the claim could not take but that may
+// still be claimable (PENDING, or not yet visible): they go back to the front of the
+// queue, in order, for a while.
 func (q *queue) take(max int) (ids []string, done func(retry []string)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()

@@ -93,10 +93,13 @@ func (r *Relay) claimFed(ctx context.Context) (claimed, bool) {
 	return claimed{}, false
 }
 
-// leftPending are the ids a claim by id did not take that are still PENDING: an
-// older version of their aggregate had not arrived yet (two producers committed an
-// aggregate's versions out of order) or was locked by another claim. The feed offers
-// them again instead of leaving them to polling's hand-over age.
+// leftPending are the ids a claim by id did not take that may still be claimable:
+// rows still PENDING (an older version of their aggregate had not arrived yet, because
+// two producers committed an aggregate's versions out of order, or was locked by
+// another claim), and rows not visible yet (the walsender can send a commit a moment
+// before the committing backend has left the proc array, so a snapshot taken right
+// then still misses the row). The feed offers them again instead of leaving them to
+// polling's hand-over age; rows already claimed elsewhere or sent are dropped.
 func (r *Relay) leftPending(ctx context.Context, ids []string, c claimed) []string {
 	if c.err != nil || len(c.rows) == len(ids) {
 		return nil
@@ -111,11 +114,21 @@ func (r *Relay) leftPending(ctx context.Context, ids []string, c claimed) []stri
 			left = append(left, id)
 		}
 	}
-	pending, err := r.store.StillPending(ctx, left)
+	settled, err := r.store.Settled(ctx, left)
 	if err != nil {
 		return nil // polling has them after the hand-over age
 	}
-	return pending
+	gone := make(map[string]bool, len(settled))
+	for _, id := range settled {
+		gone[id] = true
+	}
+	retry := left[:0]
+	for _, id := range left {
+		if !gone[id] {
+			retry = append(retry, id)
+		}
+	}
+	return retry
 }
 
 func (r *Relay) observeClaim(c claimed) {

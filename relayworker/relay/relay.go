@@ -60,7 +60,8 @@ type Options struct {
 // Feed is the source of newly inserted rows in logical-replication mode.
 type Feed interface {
 	// Take returns up to max event ids in commit order; done is called once their
-	// batch is marked or given up, with the ids the claim left that are still PENDING.
+	// batch is marked or given up, with the ids the claim left that may still be
+	// claimable (PENDING, or not visible yet).
 	Take(max int) (ids []string, done func(retry []string))
 	// Claimed counts the rows a claim by id took.
 	Claimed(n int)

@@ -178,20 +178,21 @@ func (s *Store) ClaimIDs(ctx context.Context, token string, ids []string, lease 
 	return s.claimRows(ctx, q, len(ids))
 }
 
-// StillPending returns the ids among ids whose rows are PENDING.
-func (s *Store) StillPending(ctx context.Context, ids []string) ([]string, error) {
+// Settled returns the ids among ids whose rows are visible and no longer PENDING
+// (claimed by someone else, or already sent).
+func (s *Store) Settled(ctx context.Context, ids []string) ([]string, error) {
 	s.Statements.Add(1)
 	rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM `+s.t.Qualified()+
-		` WHERE event_id = ANY ($1::text[]) AND status = 'PENDING'`, pq.Array(ids))
+		` WHERE event_id = ANY ($1::text[]) AND status <> 'PENDING'`, pq.Array(ids))
 	if err != nil {
-		return nil, fmt.Errorf("still pending: %w", err)
+		return nil, fmt.Errorf("settled: %w", err)
 	}
 	defer rows.Close()
 	var out []string
 	for rows.Next() {
 		var id string
 		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("still pending: scan: %w", err)
+			return nil, fmt.Errorf("settled: scan: %w", err)
 		}
 		out = append(out, id)
 	}
