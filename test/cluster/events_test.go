@@ -15,10 +15,10 @@ import (
 	"github.com/outbox-operator/outbox-operator/outbox"
 )
 
-// produce commits aggregates x versions events the way an application does: one
-// business row and its event per transaction, versions in order, aggregates
-// interleaved, one transaction every pace. It returns the event ids.
-func produce(ctx context.Context, db *sql.DB, prefix string, aggregates, versions int, pace time.Duration) ([]string, error) {
+// produce commits aggregates x versions events to topic the way an application does:
+// one business row (table orders) and its event per transaction, versions in order,
+// aggregates interleaved, one transaction every pace. It returns the event ids.
+func produce(ctx context.Context, db *sql.DB, topic, prefix string, aggregates, versions int, pace time.Duration) ([]string, error) {
 	pub, err := outbox.New("public", "outbox_event")
 	if err != nil {
 		return nil, err
@@ -38,7 +38,7 @@ func produce(ctx context.Context, db *sql.DB, prefix string, aggregates, version
 			}
 			if err := pub.Publish(ctx, tx, outbox.Event{
 				EventID: id, AggregateType: "Order", AggregateID: agg, AggregateVersion: int64(v),
-				EventType: "OrderUpdated", Destination: "orders",
+				EventType: "OrderUpdated", Destination: topic,
 				Payload: json.RawMessage(fmt.Sprintf(`{"order":%q,"version":%d}`, agg, v)),
 			}); err != nil {
 				_ = tx.Rollback()

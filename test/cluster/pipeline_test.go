@@ -119,7 +119,7 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 	})
 
 	It("delivers every event a producer commits, in order per aggregate", func() {
-		ids, err := produce(ctx, db, "first", 20, 10, 0)
+		ids, err := produce(ctx, db, "orders", "first", 20, 10, 0)
 		Expect(err).NotTo(HaveOccurred())
 		Eventually(func() []string { return orders.missing(ids) }, 90*time.Second, 500*time.Millisecond).Should(BeEmpty())
 		Expect(orders.orderViolations()).To(BeEmpty())
@@ -162,7 +162,7 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 		done := make(chan result, 1)
 		go func() {
 			defer GinkgoRecover()
-			ids, err := produce(ctx, db, "killed", 50, 40, 4*time.Millisecond)
+			ids, err := produce(ctx, db, "orders", "killed", 50, 40, 4*time.Millisecond)
 			done <- result{ids, err}
 		}()
 		time.Sleep(3 * time.Second)

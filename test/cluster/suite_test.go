@@ -34,7 +34,7 @@ var _ = BeforeSuite(func() {
 		Skip("no local cluster: `make e2e-cluster` starts one (hack/cluster) and runs this suite against it")
 	}
 	var err error
-	stack, err = clusterstack.Start(env, clusterstack.Options{Topics: []string{"orders", "orders-replayed"}, Out: GinkgoWriter})
+	stack, err = clusterstack.Start(env, clusterstack.Options{Topics: []string{"orders", "orders-replayed", "payments"}, Out: GinkgoWriter})
 	Expect(err).NotTo(HaveOccurred())
 	DeferCleanup(stack.Stop)
 	k8s = stack.Client
