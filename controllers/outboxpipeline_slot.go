@@ -120,17 +120,25 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 	if err != nil {
 		return // validate reported it
 	}
-	if _, replaced, err := replslot.Ensure(ctx, db, table, slot, slot); err != nil {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
-			"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
-	} else if replaced {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot",
-			"PostgreSQL had invalidated replication slot %s (max_slot_wal_keep_size); made a new one: polling publishes what the old one missed", slot)
-	}
 	s, found, err := replslot.Read(ctx, db, slot)
 	if err != nil {
 		logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
 		return
+	}
+	// A slot a worker streams from needs nothing; otherwise make what is missing (the
+	// slot, or the publication the reader may be failing on) and replace a lost slot.
+	if !found || !s.Active || s.WALStatus == "lost" {
+		if _, replaced, err := replslot.Ensure(ctx, db, table, slot, slot); err != nil {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
+				"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
+		} else if replaced {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot",
+				"PostgreSQL had invalidated replication slot %s (max_slot_wal_keep_size); made a new one: polling publishes what the old one missed", slot)
+		}
+		if s, found, err = replslot.Read(ctx, db, slot); err != nil {
+			logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
+			return
+		}
 	}
 	st.Replication = &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: found,
 		Active: s.Active, ConfirmedLSN: s.ConfirmedLSN, LagBytes: s.LagBytes, WALStatus: s.WALStatus}

@@ -29,7 +29,10 @@ type txn struct {
 // transaction of the done prefix: the server re-sends every transaction that
 // committed after the confirmed position, so nothing unfinished is ever confirmed.
 type queue struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// again holds entries a claim could not take yet, ahead of entries in commit
+	// order; both are taken from the front.
+	again    []entry
 	entries  []entry
 	txns     []*txn
 	inflight map[string]int // aggregate -> entries of it in unfinished batches
@@ -74,7 +77,7 @@ func (q *queue) idle(end pglogrepl.LSN) {
 func (q *queue) len() int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
-	return len(q.entries)
+	return len(q.again) + len(q.entries)
 }
 
 // take hands out up to max entries in commit order, skipping aggregates that have an
@@ -88,18 +91,28 @@ func (q *queue) take(max int) (ids []string, done func(retry []string)) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	var taken []entry
-	rest := q.entries[:0:0]
 	held := map[string]bool{}
-	for _, e := range q.entries {
-		if len(taken) >= max || held[e.agg] || q.inflight[e.agg] > 0 {
-			held[e.agg] = true
-			rest = append(rest, e)
-			continue
+	// scan takes from the front of list until the batch is full and compacts what it
+	// skipped in place in front of the unread rest: the work is the part it read, not
+	// the queue's length (up to MaxQueued while a backlog streams in).
+	scan := func(list []entry) []entry {
+		w, i := 0, 0
+		for ; i < len(list) && len(taken) < max; i++ {
+			e := list[i]
+			if held[e.agg] || q.inflight[e.agg] > 0 {
+				held[e.agg] = true
+				list[w] = e
+				w++
+				continue
+			}
+			taken = append(taken, e)
+			ids = append(ids, e.id)
 		}
-		taken = append(taken, e)
-		ids = append(ids, e.id)
+		copy(list[i-w:i], list[:w]) // memmove: keeps the skipped entries' order
+		return list[i-w:]
 	}
-	q.entries = rest
+	q.again = scan(q.again)
+	q.entries = scan(q.entries)
 	for _, e := range taken {
 		q.inflight[e.agg]++
 	}
@@ -126,7 +139,7 @@ func (q *queue) finish(batch []entry, retry []string) {
 		e.tx.outstanding--
 	}
 	if len(back) > 0 {
-		q.entries = append(back, q.entries...)
+		q.again = append(back, q.again...)
 	}
 	q.advance()
 }

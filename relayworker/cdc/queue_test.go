@@ -95,3 +95,22 @@ func TestQueueRetriesUnclaimedIDsForAWhile(t *testing.T) {
 		t.Fatalf("without a retry window the entry must be done: queued %d, confirmable %d", q.len(), q.confirmable())
 	}
 }
+
+// A full batch stops the scan; what it skipped stays in front of the unread rest, in
+// commit order.
+func TestQueueTakeStopsAtTheBatchAndKeepsOrder(t *testing.T) {
+	q := newQueue(0, time.Minute)
+	q.commit(10, []string{"a1", "b1"}, []string{"A", "B"})
+	_, done1 := q.take(1) // a1
+	q.commit(20, []string{"a2", "c1", "d1", "e1"}, []string{"A", "C", "D", "E"})
+	ids, done2 := q.take(2)
+	if !slices.Equal(ids, []string{"b1", "c1"}) {
+		t.Fatalf("take(2) = %v, want [b1 c1] (a2 held behind a1)", ids)
+	}
+	done1(nil)
+	done2(nil)
+	ids, _ = q.take(10)
+	if !slices.Equal(ids, []string{"a2", "d1", "e1"}) {
+		t.Fatalf("rest = %v, want [a2 d1 e1]", ids)
+	}
+}
