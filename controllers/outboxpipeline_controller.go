@@ -144,6 +144,10 @@ func (r *OutboxPipelineReconciler) validate(p *outboxv1.OutboxPipeline) (pgident
 	if err != nil {
 		return table, &refProblem{outboxv1.ReasonInvalidSpec, err.Error() + "; fix spec.source"}
 	}
+	// A Quantity's sign is beyond the schema (it may be an integer or a string).
+	if q := p.Spec.Source.MaxSlotLag; q != nil && q.Sign() <= 0 {
+		return table, &refProblem{outboxv1.ReasonInvalidSpec, fmt.Sprintf("spec.source.maxSlotLag %s must be positive (bytes of WAL, e.g. 1Gi)", q.String())}
+	}
 	return table, nil
 }
 

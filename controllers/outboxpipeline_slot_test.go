@@ -107,3 +107,22 @@ var _ = Describe("a LogicalReplication pipeline's slot", func() {
 		}, 30*time.Second, 500*time.Millisecond).Should(Succeed())
 	})
 })
+
+var _ = Describe("maxSlotLag", func() {
+	It("refuses a lag that is not positive with InvalidSpec, naming the field", func() {
+		ns := newNamespace()
+		createSecret(ns, "db", map[string]string{"dsn": "postgres://x@127.0.0.1:1/x?sslmode=disable"})
+		p := newPipeline(ns, "neg", "db", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Mode = outboxv1.SourceLogicalReplication
+			q := resource.MustParse("-1Gi")
+			p.Spec.Source.MaxSlotLag = &q
+		})
+		Expect(k8sClient.Create(suiteCtx, p)).To(Succeed())
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			c := condition(p.Status.Conditions, outboxv1.ConditionReady)
+			g.Expect(c.Reason).To(Equal(outboxv1.ReasonInvalidSpec))
+			g.Expect(c.Message).To(ContainSubstring("spec.source.maxSlotLag -1Gi must be positive"))
+		}, 20*time.Second, 200*time.Millisecond).Should(Succeed())
+	})
+})

@@ -76,6 +76,10 @@ var _ = Describe("CRD validation", func() {
 			"monitoring.statusInterval must be at least 5s"),
 		Entry("name not a DNS label", func(p *outboxv1.OutboxPipeline) { p.Name = "9-orders" },
 			"metadata.name must start with a letter"),
+		Entry("unknown source mode", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Mode = "Wal" },
+			`spec.source.mode: Unsupported value: "Wal"`),
+		Entry("zero CDC hand-over", func(p *outboxv1.OutboxPipeline) { p.Spec.Relay.CDCHandoverAfter = d("0s") },
+			"relay.cdcHandoverAfter must be positive"),
 	)
 
 	It("rejects a literal DSN: the field does not exist", func() {

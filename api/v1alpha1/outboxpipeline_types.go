@@ -157,6 +157,7 @@ type KafkaSink struct {
 // RelaySettings tune the relay workers. Durations use Go syntax: 500ms, 30s, 5m, 1h.
 // +kubebuilder:validation:XValidation:rule="!has(self.lease) || !has(self.pollInterval) || duration(self.lease) > duration(self.pollInterval)",message="relay.lease must be longer than relay.pollInterval (a worker must be able to finish a batch before its lease expires)"
 // +kubebuilder:validation:XValidation:rule="!has(self.maxBackoff) || !has(self.minBackoff) || duration(self.maxBackoff) >= duration(self.minBackoff)",message="relay.maxBackoff must be at least relay.minBackoff"
+// +kubebuilder:validation:XValidation:rule="!has(self.cdcHandoverAfter) || duration(self.cdcHandoverAfter) > duration('0s')",message="relay.cdcHandoverAfter must be positive"
 // +kubebuilder:validation:XValidation:rule="!has(self.lease) || duration(self.lease) >= duration('1s')",message="relay.lease must be at least 1s"
 // +kubebuilder:validation:XValidation:rule="!has(self.pollInterval) || duration(self.pollInterval) >= duration('10ms')",message="relay.pollInterval must be at least 10ms"
 type RelaySettings struct {
