@@ -10,11 +10,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 )
 
 var _ = Describe("a LogicalReplication pipeline on a real node", Ordered, func() {
@@ -27,23 +25,7 @@ var _ = Describe("a LogicalReplication pipeline on a real node", Ordered, func()
 	)
 
 	BeforeAll(func() {
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: cdcNS,
-			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
-		dsn, err := stack.PG.CreateDatabase(ctx, "pay")
-		Expect(err).NotTo(HaveOccurred())
-		db, err = sql.Open("postgres", dsn)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(db.Close)
-		_, err = db.Exec(`CREATE TABLE orders (order_id text PRIMARY KEY, version bigint NOT NULL)`)
-		Expect(err).NotTo(HaveOccurred())
-		var secret corev1.Secret
-		Expect(localstack.DecodeSample(stack.Root, "outbox_v1alpha1_outboxpipeline_logicalreplication.yaml", cdcNS, &secret, &pipeline)).To(Succeed())
-		secret.StringData["dsn"], err = stack.PodDSN(dsn)
-		Expect(err).NotTo(HaveOccurred())
-		pipeline.Spec.Sink.Brokers = []string{stack.Broker}
-		pipeline.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
-		Expect(k8s.Create(ctx, &secret)).To(Succeed())
-		Expect(k8s.Create(ctx, &pipeline)).To(Succeed())
+		db = applyTenant(ctx, cdcNS, "outbox_v1alpha1_outboxpipeline_logicalreplication.yaml", &pipeline)
 		cctx, cancel := context.WithCancel(ctx)
 		DeferCleanup(cancel)
 		payments = consume(cctx, "payments")

@@ -63,26 +63,7 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 	}
 
 	BeforeAll(func() {
-		// A tenant namespace that admits only pods meeting the restricted standard.
-		Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
-			Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
-		dsn, err := stack.PG.CreateDatabase(ctx, "shop")
-		Expect(err).NotTo(HaveOccurred())
-		db, err = sql.Open("postgres", dsn)
-		Expect(err).NotTo(HaveOccurred())
-		DeferCleanup(db.Close)
-		_, err = db.Exec(`CREATE TABLE orders (order_id text PRIMARY KEY, version bigint NOT NULL)`)
-		Expect(err).NotTo(HaveOccurred())
-
-		var secret corev1.Secret
-		loadSample("outbox_v1alpha1_outboxpipeline.yaml", &secret, &pipeline)
-		secret.StringData["dsn"], err = stack.PodDSN(dsn)
-		Expect(err).NotTo(HaveOccurred())
-		pipeline.Spec.Sink.Brokers = []string{stack.Broker}
-		pipeline.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
-		Expect(k8s.Create(ctx, &secret)).To(Succeed())
-		Expect(k8s.Create(ctx, &pipeline)).To(Succeed())
-
+		db = applyTenant(ctx, ns, "outbox_v1alpha1_outboxpipeline.yaml", &pipeline)
 		cctx, cancel := context.WithCancel(ctx)
 		DeferCleanup(cancel)
 		orders = consume(cctx, "orders")

@@ -6,16 +6,23 @@
 package cluster
 
 import (
+	"context"
+	"database/sql"
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/clusterstack"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 )
 
 var (
@@ -80,4 +87,29 @@ func deploymentRolledOut(d *appsv1.Deployment) bool {
 	}
 	return d.Status.ObservedGeneration >= d.Generation && d.Status.UpdatedReplicas == want &&
 		d.Status.ReadyReplicas == want && d.Status.Replicas == want
+}
+
+// applyTenant sets up a tenant as a platform team would: a namespace admitting only
+// pods that meet the restricted standard, a database with the business table orders,
+// and the sample's Secret and OutboxPipeline pointed at it and at the host's broker.
+// It returns the database (closed at the end of the container).
+func applyTenant(ctx context.Context, ns, sample string, pipeline *outboxv1.OutboxPipeline) *sql.DB {
+	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
+		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
+	dsn, err := stack.PG.CreateDatabase(ctx, ns)
+	Expect(err).NotTo(HaveOccurred())
+	db, err := sql.Open("postgres", dsn)
+	Expect(err).NotTo(HaveOccurred())
+	DeferCleanup(db.Close)
+	_, err = db.Exec(`CREATE TABLE orders (order_id text PRIMARY KEY, version bigint NOT NULL)`)
+	Expect(err).NotTo(HaveOccurred())
+	var secret corev1.Secret
+	Expect(localstack.DecodeSample(stack.Root, sample, ns, &secret, pipeline)).To(Succeed())
+	secret.StringData["dsn"], err = stack.PodDSN(dsn)
+	Expect(err).NotTo(HaveOccurred())
+	pipeline.Spec.Sink.Brokers = []string{stack.Broker}
+	pipeline.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
+	Expect(k8s.Create(ctx, &secret)).To(Succeed())
+	Expect(k8s.Create(ctx, pipeline)).To(Succeed())
+	return db
 }
