@@ -39,7 +39,7 @@ func (c *Consumer) tryRun(ctx context.Context, run []incoming) ([]Outcome, error
 		}
 		ref, err := callHandler(ctx, tx, m, c.fn)
 		if err != nil {
-			return nil, fmt.Errorf("inbox: handle event %s: %w", m.EventID, err)
+			return nil, &handlerError{eventID: m.EventID, err: err}
 		}
 		results = append(results, finishRow{eventID: m.EventID, ref: ref})
 	}

@@ -34,6 +34,8 @@ type Consumer struct {
 	held   map[aggKey]bool // aggregates with a parked message (HoldAggregateOnPark)
 	heldAt time.Time
 	lag    map[topicPartition]int64
+	left   leftovers // fetched, not committed, by reader
+	open   unhandled // fetched by the running Run, not yet committed (with Metrics)
 }
 
 type topicPartition struct {
@@ -59,13 +61,20 @@ func NewConsumer(s *Store, fn HandlerFunc, o Options) (*Consumer, error) {
 }
 
 // Consume is NewConsumer(s, fn, Options{Observe: observe}).Run(ctx, r): one message
-// per transaction, default retries and parking.
+// per transaction, default retries and parking. Its Consumer lives for one call, so
+// the messages it fetched and did not commit go with it: its error then says how
+// many, and r must be closed (a new reader starts at the committed offset). To call
+// Run again on the same reader, use NewConsumer.
 func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe func(Message, Outcome)) error {
 	c, err := NewConsumer(s, fn, Options{Observe: observe})
 	if err != nil {
 		return err
 	}
-	return c.Run(ctx, r)
+	err = c.Run(ctx, r)
+	if n := c.left.count(r); n > 0 {
+		return fmt.Errorf("%w (%d fetched messages were not committed and this reader has moved past them: close it and open a new one, or use NewConsumer and Run again on it)", err, n)
+	}
+	return err
 }
 
 // Run consumes until ctx ends (it then returns ctx.Err()), the reader fails, or an
@@ -76,10 +85,15 @@ func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe f
 // one transaction (or batch) at a time, while other partitions' lanes run beside it.
 // Durable commits cost a WAL flush each; lanes let PostgreSQL flush several at once.
 //
-// Messages fetched and not yet committed when Run returns are kept with r: the next
-// Run (or Consume) on the same reader handles them first. kafka-go has already moved
-// past them, so without that a second call would skip them silently.
+// Messages fetched and not yet committed when Run returns are kept by c for r: the
+// next Run of c on the same reader handles them first. kafka-go has already moved
+// past them, so without that a second call would skip them silently. r must
+// therefore be comparable (a pointer such as *kafka.Reader); Run refuses one that is
+// not.
 func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
+	if err := trackable(r); err != nil {
+		return err
+	}
 	if err := c.s.prepare(ctx); pgerr.IsUndefinedTable(err) {
 		return fmt.Errorf("inbox: the consumer tables are missing (run inbox.Migrate): %w", err)
 	} // any other fault (a database not up yet) is waited out per message
@@ -93,8 +107,11 @@ func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	replays := make(chan struct{})
 	go func() { defer close(replays); c.serveReplays(ctx) }()
 	d := &dispatcher{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
-	err := d.run(takeUncommitted(r))
-	keepUncommitted(r, d.stop()) // stop cancels ctx: the replay server ends too
+	c.o.Metrics.watch(c)
+	err := d.run(c.left.take(r))
+	c.left.keep(r, d.stop()) // stop cancels ctx: the replay server ends too
+	c.o.Metrics.unwatch(c)
+	c.open.reset()
 	<-replays
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause // a lane's offset commit failed
@@ -124,6 +141,7 @@ func (c *Consumer) progress(batch []kafka.Message) {
 	if c.o.Metrics == nil {
 		return
 	}
+	c.open.committed(batch)
 	oldest := map[string]time.Time{}
 	c.mu.Lock()
 	defer c.mu.Unlock()

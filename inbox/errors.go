@@ -3,6 +3,8 @@ package inbox
 import (
 	"errors"
 	"fmt"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 )
 
 // Class says what a consumer does with a handler error (docs/architecture.md,
@@ -117,9 +119,12 @@ var (
 	errPredecessorParked = errors.New("inbox: predecessor parked")
 )
 
-// ErrStore wraps a failure of the consumer's own database statements (begin, dedup,
-// park, commit). It is no fault of the message: Run retries it forever with backoff
-// and never parks the message for it.
+// ErrStore wraps a failure of the consumer's own database statements (begin, dedup
+// row, version guard, park, commit), never a handler's. A passing fault of these
+// (pgerr.IsTransient: connection lost, deadlock, lock or statement timeout, out of
+// resources) is waited out without counting a try, for at most Options.MaxStoreWait
+// per message; after that it counts like a Retryable handler error, so a fault that
+// never passes parks the message instead of stalling its partition.
 type ErrStore struct{ Err error }
 
 func (e *ErrStore) Error() string { return "inbox: consumer database: " + e.Err.Error() }
@@ -127,4 +132,42 @@ func (e *ErrStore) Unwrap() error { return e.Err }
 
 func storeErr(format string, args ...any) error {
 	return &ErrStore{Err: fmt.Errorf(format, args...)}
+}
+
+// handlerError is an error the handler returned. It is classified by its class only
+// (ClassOf), whatever it wraps: a handler whose gateway call timed out returns
+// context.DeadlineExceeded, and that must be counted and parked in the end, not
+// waited out as if the consumer's database were down.
+type handlerError struct {
+	eventID string
+	err     error
+}
+
+func (e *handlerError) Error() string {
+	return "inbox: handle event " + e.eventID + ": " + e.err.Error()
+}
+func (e *handlerError) Unwrap() error { return e.err }
+
+// storeFault reports whether err is a passing fault of inbox's own statements: an
+// ErrStore around a transient PostgreSQL or connection error, and no handler error.
+func storeFault(err error) bool {
+	var h *handlerError
+	if errors.As(err, &h) {
+		return false
+	}
+	var s *ErrStore
+	return errors.As(err, &s) && pgerr.IsTransient(err)
+}
+
+// source names who failed, for log lines: "handler" or "consumer database".
+func source(err error) string {
+	var h *handlerError
+	if errors.As(err, &h) {
+		return "handler"
+	}
+	var s *ErrStore
+	if errors.As(err, &s) {
+		return "consumer database"
+	}
+	return "message"
 }

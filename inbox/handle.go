@@ -6,8 +6,6 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
-
-	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 )
 
 // incoming is one fetched message and what FromKafka made of it.
@@ -18,7 +16,8 @@ type incoming struct {
 }
 
 // handleBatch handles every message of batch: applied, duplicate, stale, gap or
-// parked. It returns only when ctx ends (then nothing of batch may be committed).
+// parked. It returns an error only when ctx ends or a message could not be parked
+// (then nothing of batch may be committed).
 func (c *Consumer) handleBatch(ctx context.Context, batch []kafka.Message) error {
 	var ready []incoming
 	for _, km := range batch {
@@ -62,12 +61,15 @@ func distinctRun(ins []incoming) []incoming {
 }
 
 // handleRun handles distinct messages in one transaction; if any of them fails (or
-// WaitForGaps meets a gap), it rolls back and handles them one at a time.
+// WaitForGaps meets a gap), it rolls back and handles them one at a time, so only the
+// bad message is retried and parked. A passing fault of inbox's own statements is
+// waited out for the whole batch, for at most MaxStoreWait.
 func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 	if len(run) == 1 {
 		return c.handleOne(ctx, run[0])
 	}
-	for attempt := 1; ; attempt++ {
+	var faults storeWait
+	for {
 		outcomes, err := c.tryRun(ctx, run)
 		switch {
 		case err == nil:
@@ -75,27 +77,48 @@ func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case waitable(err):
-			c.o.Log.Error(err, "consumer database failed; retrying the batch", "consumerGroup", c.s.group,
-				"eventId", run[0].m.EventID, "messages", len(run), "attempt", attempt)
-			if err := sleep(ctx, c.retry.Delay(attempt)); err != nil {
+		case storeFault(err) && faults.within(c.o.MaxStoreWait):
+			c.logFault(err, run[0], faults.n, len(run))
+			if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
 				return err
 			}
-		default: // a handler, a conflict or a gap: sort it out message by message
-			for _, in := range run {
-				if err := c.handleOne(ctx, in); err != nil {
-					return err
-				}
-			}
-			return nil
+			continue
 		}
+		// a handler, a conflict, a gap or a fault that outlasted MaxStoreWait:
+		// sort it out message by message
+		for _, in := range run {
+			if err := c.handleOne(ctx, in); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 
-// handleOne tries one message by its error class until it is handled or parked.
+// storeWait tracks the passing faults of inbox's own statements met by one message
+// (or batch): how many, and since when.
+type storeWait struct {
+	n     int
+	since time.Time
+}
+
+// within counts one more fault and reports whether the message may still wait it out
+// uncounted: the first fault was less than max ago.
+func (w *storeWait) within(max time.Duration) bool {
+	w.n++
+	if w.since.IsZero() {
+		w.since = time.Now()
+	}
+	return time.Since(w.since) < max
+}
+
+// handleOne tries one message by its error class until it is handled or parked. The
+// handler's error counts by its class only; a passing fault of inbox's own statements
+// is waited out uncounted for MaxStoreWait, then counts as Retryable.
 func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 	tries := 0
-	for storeFaults := 1; ; {
+	var faults storeWait
+	for {
 		if c.isHeld(in.m) { // a predecessor was parked while this one waited
 			return c.park(ctx, in, fmt.Errorf("%w: an earlier version of %s/%s is parked", errPredecessorParked, in.m.AggregateType, in.m.AggregateID), tries)
 		}
@@ -106,12 +129,11 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case waitable(err): // not the message's fault: wait, do not count
-			c.logFault(err, in, storeFaults)
-			if err := sleep(ctx, c.retry.Delay(storeFaults)); err != nil {
+		case storeFault(err) && faults.within(c.o.MaxStoreWait): // not the message's fault: wait, do not count
+			c.logFault(err, in, faults.n, 1)
+			if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
 				return err
 			}
-			storeFaults++
 			continue
 		}
 		tries++
@@ -124,17 +146,22 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 			return c.park(ctx, in, err, tries)
 		}
 		c.o.Metrics.retry(c.s.group, in.km.Topic, in.m, class)
-		c.o.Log.Info("handler failed; retrying", "consumerGroup", c.s.group, "eventId", in.m.EventID,
-			"attempt", tries, "class", class.String(), "error", err.Error())
+		c.o.Log.Info("message failed; retrying", "consumerGroup", c.s.group, "eventId", in.m.EventID,
+			"topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset,
+			"attempt", tries, "class", class.String(), "source", source(err), "error", err.Error())
 		if err := sleep(ctx, policy.Delay(tries)); err != nil {
 			return err
 		}
 	}
 }
 
-func (c *Consumer) logFault(err error, in incoming, n int) {
-	c.o.Log.Error(err, "consumer database failed; retrying", "consumerGroup", c.s.group,
-		"eventId", in.m.EventID, "topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset, "attempt", n)
+// logFault reports a passing fault of inbox's own statements that is waited out, not
+// counted against the message (or the batch of n it starts).
+func (c *Consumer) logFault(err error, in incoming, n, messages int) {
+	c.o.Metrics.storeFault(c.s.group, in.km.Topic)
+	c.o.Log.Error(err, "consumer database failed; waiting, not counted against the message", "consumerGroup", c.s.group,
+		"eventId", in.m.EventID, "topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset,
+		"messages", messages, "attempt", n, "source", "consumer database", "maxStoreWait", c.o.MaxStoreWait.String())
 }
 
 // report tells Metrics and Observe what happened to committed messages.
@@ -157,11 +184,3 @@ func sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
-
-// waitable reports whether err is the consumer database's passing fault (down,
-// connection lost, deadlock, out of resources): waited out, never charged to the
-// message. Any other failure, even of inbox's own statements (a NUL byte in an event
-// id, an aborted transaction the handler left behind), fails again the same way, so
-// it counts as a try and the message is parked in the end instead of stalling its
-// partition.
-func waitable(err error) bool { return pgerr.IsTransient(err) }

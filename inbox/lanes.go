@@ -46,6 +46,9 @@ func (d *dispatcher) run(leftovers []kafka.Message) error {
 }
 
 func (d *dispatcher) route(km kafka.Message) {
+	if d.c.o.Metrics != nil {
+		d.c.open.add(km)
+	}
 	tp := topicPartition{km.Topic, km.Partition}
 	l, ok := d.lanes[tp]
 	if !ok {
@@ -89,6 +92,9 @@ func (d *dispatcher) drive(l *lane) {
 		}
 		if err := d.c.handleBatch(d.ctx, batch); err != nil {
 			l.unfinished = batch
+			if d.ctx.Err() == nil {
+				d.fail(err) // a message that could not be parked: Run returns err
+			}
 			return
 		}
 		d.com.add(batch)

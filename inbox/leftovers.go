@@ -1,46 +1,59 @@
 package inbox
 
 import (
+	"errors"
+	"fmt"
 	"reflect"
 	"sync"
 
 	"github.com/segmentio/kafka-go"
 )
 
-// The uncommitted registry: messages a Run fetched and did not commit, by reader, so
-// that the next Run on the same reader handles them before anything new.
-var (
-	leftMu sync.Mutex
-	left   = map[Fetcher][]kafka.Message{}
-)
-
-func keepUncommitted(r Fetcher, msgs []kafka.Message) {
-	if !comparable(r) {
-		return
-	}
-	leftMu.Lock()
-	defer leftMu.Unlock()
-	if len(msgs) == 0 {
-		delete(left, r)
-		return
-	}
-	left[r] = msgs
+// leftovers are the messages a Run fetched and did not commit, kept by the Consumer
+// for the reader they came from: the next Run of this Consumer on that reader
+// handles them before anything new (kafka-go has already moved past them). They live
+// and die with the Consumer; nothing process-wide holds a payload.
+type leftovers struct {
+	mu sync.Mutex
+	by map[Fetcher][]kafka.Message
 }
 
-// takeUncommitted returns and forgets r's leftovers.
-func takeUncommitted(r Fetcher) []kafka.Message {
-	if !comparable(r) {
-		return nil
+func (l *leftovers) keep(r Fetcher, msgs []kafka.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(msgs) == 0 {
+		delete(l.by, r)
+		return
 	}
-	leftMu.Lock()
-	defer leftMu.Unlock()
-	msgs := left[r]
-	delete(left, r)
+	if l.by == nil {
+		l.by = map[Fetcher][]kafka.Message{}
+	}
+	l.by[r] = msgs
+}
+
+// take returns and forgets r's leftovers.
+func (l *leftovers) take(r Fetcher) []kafka.Message {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	msgs := l.by[r]
+	delete(l.by, r)
 	return msgs
 }
 
-// comparable reports whether r can key the registry (a reader held by value in a
-// struct with a slice, say, cannot; it then gets no leftover protection).
-func comparable(r Fetcher) bool {
-	return r != nil && reflect.ValueOf(r).Comparable()
+func (l *leftovers) count(r Fetcher) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.by[r])
+}
+
+// trackable says why r cannot key its leftovers, if it cannot: Run refuses such a
+// reader instead of skipping the messages a failed Run leaves behind.
+func trackable(r Fetcher) error {
+	if r == nil {
+		return errors.New("inbox: Run needs a Fetcher (a *kafka.Reader)")
+	}
+	if !reflect.ValueOf(r).Comparable() {
+		return fmt.Errorf("inbox: Run cannot keep track of the uncommitted messages of a %T: it is not comparable; pass a pointer (such as *kafka.Reader or a pointer to your wrapper)", r)
+	}
+	return nil
 }

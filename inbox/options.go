@@ -49,15 +49,30 @@ type Options struct {
 	// Metrics, if set, counts every outcome (see NewMetrics).
 	Metrics *Metrics
 	// Log receives one line per retry, park and database fault (keys: consumerGroup,
-	// eventId, topic, partition, offset, attempt, code). Never payloads.
+	// eventId, topic, partition, offset, attempt, code, and source: "handler" or
+	// "consumer database", who failed). Never payloads.
 	Log logr.Logger
 	// Observe, if set, sees every message's outcome after its transaction committed.
 	// It is called from each partition's lane, so possibly from several goroutines at
 	// once: it must be safe for that, and quick (it runs before the lane's next batch).
 	Observe func(Message, Outcome)
+	// MaxStoreWait bounds how long one message (or batch) waits out passing faults of
+	// inbox's own statements (dedup row, version guard, park, commit: the consumer
+	// database down, a deadlock, a lock or statement timeout) without counting them
+	// as tries (default 5m, longer than a database fail-over). After it, each such
+	// fault counts as a Retryable try, so one that never passes (a lock held forever
+	// on the message's version row) parks the message instead of stalling its
+	// partition; a park that keeps failing for as long ends Run with an error naming
+	// the message. Handler errors never wait uncounted: they count by their class.
+	MaxStoreWait time.Duration
 	// ReplayPoll is how often Run looks for replay requests (RequestReplay, e.g. from
 	// a DeadLetterReplay); default 5s, negative: never.
 	ReplayPoll time.Duration
+	// ReplayLease is how long a running replay may go without a heartbeat before
+	// another consumer of the group takes it over (its consumer died mid-replay);
+	// default 1m. A running replay heartbeats every ReplayLease/4, also while a long
+	// handler runs. Give every consumer of a group the same value.
+	ReplayLease time.Duration
 }
 
 // MessageWriter is the part of *kafka.Writer a dead-letter topic needs.
@@ -84,13 +99,17 @@ func (o Options) withDefaults() (Options, error) {
 	def(&o.WaitBackoff, time.Second)
 	def(&o.BatchLinger, 2*time.Millisecond)
 	def(&o.ReplayPoll, 5*time.Second)
+	def(&o.MaxStoreWait, 5*time.Minute)
+	def(&o.ReplayLease, time.Minute)
 	switch {
 	case o.MaxAttempts < 1, o.MaxWaitAttempts < 1:
 		return o, errors.New("inbox: MaxAttempts and MaxWaitAttempts must be at least 1")
 	case o.BatchSize < 1 || o.BatchSize > 10000:
 		return o, fmt.Errorf("inbox: BatchSize %d is not in [1, 10000]", o.BatchSize)
-	case o.Backoff < 0 || o.MaxBackoff < o.Backoff || o.WaitBackoff < 0 || o.BatchLinger < 0:
+	case o.Backoff < 0 || o.MaxBackoff < o.Backoff || o.WaitBackoff < 0 || o.BatchLinger < 0 || o.MaxStoreWait < 0:
 		return o, errors.New("inbox: backoffs must be positive, and MaxBackoff at least Backoff")
+	case o.ReplayLease < time.Second:
+		return o, fmt.Errorf("inbox: ReplayLease %s is below 1s", o.ReplayLease)
 	case (o.DeadLetter == nil) != (o.DeadLetterTopic == ""):
 		return o, errors.New("inbox: DeadLetter and DeadLetterTopic go together")
 	}

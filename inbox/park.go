@@ -2,20 +2,28 @@ package inbox
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/segmentio/kafka-go"
 )
 
-// park records in as parked (retrying a consumer database that is down until ctx
-// ends), then counts, logs and optionally dead-letters it. Only after park returned
-// nil may the message's offset be committed.
+// parkTries bounds the tries of a park the parking table refuses (not a passing
+// fault): a row refused three times is refused for good.
+const parkTries = 3
+
+// park records in as parked, then counts, logs and optionally dead-letters it. Only
+// after park returned nil may the message's offset be committed. A passing fault of
+// the consumer database is waited out for MaxStoreWait; a refused row (the parking
+// table rejects it) is tried parkTries times. Then park returns an error naming the
+// message, which ends Run: its offset stays uncommitted, nothing is dropped.
 func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts int) error {
 	code := parkCode(cause)
 	row := parkedRow{km: in.km, m: in.m, code: code, err: cause, attempts: attempts}
 	var fresh bool
-	for n := 1; ; n++ {
+	var faults storeWait
+	for refused := 0; ; {
 		var err error
 		if fresh, err = c.s.park(ctx, row); err == nil {
 			break
@@ -23,8 +31,22 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		c.logFault(err, in, n)
-		if err := sleep(ctx, c.retry.Delay(n)); err != nil {
+		transient := storeFault(err)
+		if !transient {
+			refused++
+		}
+		if wait := faults.within(c.o.MaxStoreWait); !wait || refused >= parkTries {
+			return fmt.Errorf("inbox: could not park event %q (topic %s, partition %d, offset %d; code %s) after %d tries, so its offset is not committed: %w",
+				in.m.EventID, in.km.Topic, in.km.Partition, in.km.Offset, code, faults.n, err)
+		}
+		if transient {
+			c.logFault(err, in, faults.n, 1)
+		} else {
+			c.o.Log.Error(err, "the parking table refused the message; trying again", "consumerGroup", c.s.group,
+				"eventId", in.m.EventID, "topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset,
+				"attempt", refused, "source", "consumer database")
+		}
+		if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
 			return err
 		}
 	}

@@ -26,8 +26,7 @@ func (s ReplaySelector) empty() bool {
 	return len(s.EventIDs) == 0 && s.EventType == "" && s.ErrorCode == "" && s.Since.IsZero() && s.Until.IsZero()
 }
 
-// minReplayRate keeps the gap between two replayed messages (and so between two
-// heartbeats) well under replayStale.
+// minReplayRate bounds how slow a replay may be (one message per 10 s at least).
 const minReplayRate = 0.1
 
 // maxReplayKey bounds ReplayOptions.Key.
@@ -101,15 +100,18 @@ func (c *Consumer) Replay(ctx context.Context, sel ReplaySelector, o ReplayOptio
 }
 
 // runReplay replays the parked rows tagged with replay id, records progress after
-// each and the end (DONE, or FAILED with the error).
+// each and the end (DONE, or FAILED with the error). It heartbeats while it runs, and
+// waits out passing faults of the consumer database (MaxStoreWait) at every step.
 func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (ReplayResult, error) {
+	stop := c.heartbeat(ctx, id)
+	defer stop()
 	res := ReplayResult{ReplayID: id}
 	if st, err := c.s.replayStatus(ctx, id); err == nil { // a replay handed back goes on counting
 		res.Applied, res.Duplicates, res.Failed = st.Applied, st.Duplicates, st.Failed
 	}
-	rows, err := c.s.selectParked(ctx, id)
-	if err != nil {
-		return res, c.s.endReplay(ctx, res, err)
+	var rows []storedMessage
+	if err := c.waitStore(ctx, id, "", "select", func() (err error) { rows, err = c.s.selectParked(ctx, id); return err }); err != nil {
+		return res, c.endOrHandBack(ctx, res, err)
 	}
 	res.Selected = len(rows)
 	tick := time.NewTicker(time.Duration(float64(time.Second) / rate))
@@ -123,35 +125,44 @@ func (c *Consumer) runReplay(ctx context.Context, id int64, rate float64) (Repla
 			case <-tick.C:
 			}
 		}
-		if err := c.replayOne(ctx, p, &res, failed); err != nil {
-			if ctx.Err() != nil {
-				return res, c.s.handBackReplay(ctx, res)
-			}
-			return res, c.s.endReplay(ctx, res, err)
+		if err := c.replayOne(ctx, id, p, &res, failed); err != nil {
+			return res, c.endOrHandBack(ctx, res, err)
 		}
-		if err := c.s.replayProgress(ctx, res); err != nil {
-			return res, c.s.endReplay(ctx, res, err)
+		if err := c.waitStore(ctx, id, p.km.Topic, "progress", func() error { return c.s.replayProgress(ctx, res) }); err != nil {
+			return res, c.endOrHandBack(ctx, res, err)
 		}
 	}
 	if c.o.HoldAggregateOnPark {
-		if err := c.loadHeld(ctx); err != nil {
-			return res, c.s.endReplay(ctx, res, err)
+		if err := c.waitStore(ctx, id, "", "reread parked aggregates", func() error { return c.loadHeld(ctx) }); err != nil {
+			return res, c.endOrHandBack(ctx, res, err)
 		}
 	}
 	return res, c.s.endReplay(ctx, res, nil)
 }
 
-// replayOne handles one parked message; only a consumer database fault is an error.
-// With HoldAggregateOnPark, a message whose aggregate had an earlier message fail
-// again in this replay is not handled: it stays parked behind it, as when consumed.
-func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayResult, failed map[aggKey]bool) error {
+// endOrHandBack hands a replay stopped by ctx back, and ends any other as FAILED.
+func (c *Consumer) endOrHandBack(ctx context.Context, res ReplayResult, err error) error {
+	if ctx.Err() != nil {
+		return c.s.handBackReplay(ctx, res)
+	}
+	return c.s.endReplay(ctx, res, err)
+}
+
+// replayOne handles one parked message; only a consumer database fault that
+// outlasted MaxStoreWait is an error. With HoldAggregateOnPark, a message whose
+// aggregate had an earlier message fail again in this replay is not handled: it stays
+// parked behind it, as when consumed.
+func (c *Consumer) replayOne(ctx context.Context, id int64, p storedMessage, res *ReplayResult, failed map[aggKey]bool) error {
 	m, err := FromKafka(p.km)
 	k := aggKey{m.AggregateType, m.AggregateID}
 	if err == nil && c.o.HoldAggregateOnPark && m.AggregateID != "" && failed[k] {
 		err = fmt.Errorf("%w: an earlier version of %s/%s is still parked", errPredecessorParked, m.AggregateType, m.AggregateID)
 	} else if err == nil {
 		var o Outcome
-		o, err = c.s.handleThen(ctx, m, c.fn, c.o.WaitForGaps, func(tx *sql.Tx) error { return c.s.markReplayed(ctx, tx, p.km) })
+		err = c.waitStore(ctx, id, p.km.Topic, "handle", func() (err error) {
+			o, err = c.s.handleThen(ctx, m, c.fn, c.o.WaitForGaps, func(tx *sql.Tx) error { return c.s.markReplayed(ctx, tx, p.km) })
+			return err
+		})
 		switch o {
 		case Applied, Gap:
 			res.Applied++
@@ -163,14 +174,18 @@ func (c *Consumer) replayOne(ctx context.Context, p storedMessage, res *ReplayRe
 			return nil
 		}
 	}
-	if waitable(err) {
+	if storeFault(err) || ctx.Err() != nil {
 		return err
 	}
 	res.Failed++
 	failed[k] = true
-	c.o.Log.Info("replayed message failed again; it stays parked", "consumerGroup", c.s.group, "eventId", m.EventID, "error", err.Error())
-	_, err = c.s.park(ctx, parkedRow{km: p.km, m: m, code: parkCode(err), err: err, attempts: 1})
-	return err
+	c.o.Log.Info("replayed message failed again; it stays parked", "consumerGroup", c.s.group, "eventId", m.EventID,
+		"source", source(err), "error", err.Error())
+	row := parkedRow{km: p.km, m: m, code: parkCode(err), err: err, attempts: 1}
+	return c.waitStore(ctx, id, p.km.Topic, "park", func() error {
+		_, perr := c.s.park(ctx, row)
+		return perr
+	})
 }
 
 // storedMessage is a parked row as the Kafka message it was.

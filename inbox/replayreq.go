@@ -175,7 +175,7 @@ func (s *Store) handBackReplay(ctx context.Context, r ReplayResult) error {
 	defer cancel()
 	if _, err := s.db.ExecContext(rctx, `UPDATE `+s.replays+` SET status = 'REQUESTED', heartbeat_at = NULL,
 applied = $2, duplicates = $3, failed = $4 WHERE replay_id = $1`, r.ReplayID, r.Applied, r.Duplicates, r.Failed); err != nil {
-		return fmt.Errorf("inbox: hand back replay %d: %w (it is taken over after %s without a heartbeat)", r.ReplayID, err, replayStale)
+		return fmt.Errorf("inbox: hand back replay %d: %w (another consumer takes it over after its ReplayLease without a heartbeat)", r.ReplayID, err)
 	}
 	return ctx.Err()
 }

@@ -7,10 +7,6 @@ import (
 	"time"
 )
 
-// replayStale is how long a RUNNING replay may go without a heartbeat before another
-// consumer of the group takes it over (its consumer died mid-replay).
-const replayStale = time.Minute
-
 // serveReplays takes the group's replay requests (RequestReplay) one at a time and
 // runs them, until ctx ends. With several consumers of a group running, one takes
 // each request (SKIP LOCKED); another finishes it if that one dies.
@@ -19,7 +15,7 @@ func (c *Consumer) serveReplays(ctx context.Context) {
 		return
 	}
 	for {
-		id, rate, err := c.s.takeReplay(ctx)
+		id, rate, err := c.s.takeReplay(ctx, c.o.ReplayLease)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
 		case err != nil:
@@ -43,8 +39,9 @@ func (c *Consumer) serveReplays(ctx context.Context) {
 	}
 }
 
-// takeReplay claims the oldest REQUESTED (or abandoned RUNNING) replay of the group.
-func (s *Store) takeReplay(ctx context.Context) (id int64, rate float64, err error) {
+// takeReplay claims the oldest REQUESTED replay of the group, or a RUNNING one
+// without a heartbeat for lease (its consumer died mid-replay).
+func (s *Store) takeReplay(ctx context.Context, lease time.Duration) (id int64, rate float64, err error) {
 	err = s.db.QueryRowContext(ctx, `UPDATE `+s.replays+` SET status = 'RUNNING',
     started_at = COALESCE(started_at, now()), heartbeat_at = now()
 WHERE replay_id = (
@@ -52,6 +49,6 @@ WHERE replay_id = (
     WHERE consumer_group = $1 AND (status = 'REQUESTED'
        OR status = 'RUNNING' AND heartbeat_at < now() - make_interval(secs => $2))
     ORDER BY replay_id LIMIT 1 FOR UPDATE SKIP LOCKED)
-RETURNING replay_id, rate`, s.group, replayStale.Seconds()).Scan(&id, &rate)
+RETURNING replay_id, rate`, s.group, lease.Seconds()).Scan(&id, &rate)
 	return id, rate, err
 }

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -27,45 +28,53 @@ func (f *failingCommit) CommitMessages(ctx context.Context, msgs ...kafkaMessage
 
 // TestSecondRunOnTheSameReaderLosesNothing: Run returns twice on the same reader,
 // once because the offset commit failed and once because it was stopped while the
-// handler ran; each time the next Run on that reader handles the message it had
-// fetched (kafka-go has already moved past it) before anything new, so no event
-// goes without its effect and none gets two.
+// handler ran; each time the next Run of the same Consumer on that reader handles the
+// message it had fetched (kafka-go has already moved past it) before anything new,
+// so no event goes without its effect and none gets two.
 func TestSecondRunOnTheSameReaderLosesNothing(t *testing.T) {
 	db, s := setup(t)
 	b := topicWith(t, 1, event{"e1", "u1", 1, `{}`}.kafka(""), event{"e2", "u1", 2, `{}`}.kafka(""), event{"e3", "u1", 3, `{}`}.kafka(""))
 	r := &failingCommit{kafkaReader: reader(b, "points")}
 	defer r.Close()
 	var calls atomic.Int32
-	blockE2 := make(chan struct{})
+	var blockE2 atomic.Pointer[chan struct{}]
+	block := make(chan struct{})
+	blockE2.Store(&block)
 	fn := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
-		if m.EventID == "e2" && blockE2 != nil {
-			close(blockE2)
+		if b := blockE2.Load(); m.EventID == "e2" && b != nil {
+			close(*b)
 			<-ctx.Done() // stopped mid-handler
 			return "", ctx.Err()
 		}
 		return addPoints(&calls)(ctx, tx, m)
 	}
+	var mu sync.Mutex
 	var seen []string
-	observe := func(m inbox.Message, o inbox.Outcome) { seen = append(seen, m.EventID+":"+o.String()) }
-	ctx := context.Background()
-
-	// 1: e1 applied, its offset commit fails.
-	if err := inbox.Consume(ctx, r, s, fn, observe); !errors.Is(err, errCrash) {
-		t.Fatalf("first Consume: %v", err)
+	tl := newTally(4)
+	observe := func(m inbox.Message, o inbox.Outcome) {
+		mu.Lock()
+		seen = append(seen, m.EventID+":"+o.String())
+		mu.Unlock()
+		tl.observe(m, o)
 	}
-	// 2: e1 again (a duplicate, now committed), then e2 is stopped mid-handler.
-	ctx2, cancel := context.WithCancel(ctx)
-	go func() { <-blockE2; cancel() }()
-	if err := inbox.Consume(ctx2, r, s, fn, observe); !errors.Is(err, context.Canceled) {
-		t.Fatalf("second Consume: %v", err)
-	}
-	blockE2 = nil
-	// 3: e2 first, then e3.
-	tl := newTally(2)
-	c, err := inbox.NewConsumer(s, fn, inbox.Options{Observe: func(m inbox.Message, o inbox.Outcome) { observe(m, o); tl.observe(m, o) }})
+	c, err := inbox.NewConsumer(s, fn, inbox.Options{Observe: observe})
 	if err != nil {
 		t.Fatal(err)
 	}
+	ctx := context.Background()
+
+	// 1: e1 applied, its offset commit fails.
+	if err := c.Run(ctx, r); !errors.Is(err, errCrash) {
+		t.Fatalf("first Run: %v", err)
+	}
+	// 2: e1 again (a duplicate, now committed), then e2 is stopped mid-handler.
+	ctx2, cancel := context.WithCancel(ctx)
+	go func() { <-block; cancel() }()
+	if err := c.Run(ctx2, r); !errors.Is(err, context.Canceled) {
+		t.Fatalf("second Run: %v", err)
+	}
+	blockE2.Store(nil)
+	// 3: e2 first, then e3.
 	runUntil(t, c, r, tl)
 	want := "[e1:applied e1:duplicate e2:applied e3:applied]"
 	if got := fmtList(seen); got != want || total(t, db, "u1") != 30 {

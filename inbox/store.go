@@ -169,7 +169,7 @@ func (s *Store) handleThen(ctx context.Context, m Message, fn HandlerFunc, waitG
 	ref := ""
 	if c.outcome != Stale {
 		if ref, err = callHandler(ctx, tx, m, fn); err != nil {
-			return 0, fmt.Errorf("inbox: handle event %s: %w", m.EventID, err)
+			return 0, &handlerError{eventID: m.EventID, err: err}
 		}
 	}
 	if err := s.finish(ctx, tx, []finishRow{{m.EventID, c.outcome == Stale, ref}}); err != nil {
