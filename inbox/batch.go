@@ -24,6 +24,7 @@ func (c *Consumer) tryRun(ctx context.Context, run []incoming) ([]Outcome, error
 	}
 	outcomes := make([]Outcome, len(run))
 	var results []finishRow
+	var toRun []Message // for a batch handler: the messages it applies, in order
 	for i, m := range msgs {
 		outcomes[i] = claims[i].outcome
 		switch claims[i].outcome {
@@ -37,11 +38,24 @@ func (c *Consumer) tryRun(ctx context.Context, run []incoming) ([]Outcome, error
 				return nil, fmt.Errorf("%w: event %s", errVersionGap, m.EventID)
 			}
 		}
+		if c.batchFn != nil {
+			toRun = append(toRun, m)
+			continue
+		}
 		ref, err := callHandler(ctx, tx, m, c.fn)
 		if err != nil {
 			return nil, &handlerError{eventID: m.EventID, err: err}
 		}
 		results = append(results, finishRow{eventID: m.EventID, ref: ref})
+	}
+	if len(toRun) > 0 {
+		refs, err := callBatch(ctx, tx, toRun, c.batchFn)
+		if err != nil {
+			return nil, &handlerError{eventID: fmt.Sprintf("%s (batch of %d)", toRun[0].EventID, len(toRun)), err: err}
+		}
+		for i, m := range toRun {
+			results = append(results, finishRow{eventID: m.EventID, ref: refs[i]})
+		}
 	}
 	if err := c.s.finish(ctx, tx, results); err != nil {
 		return nil, err

@@ -24,8 +24,9 @@ type Fetcher interface {
 // transaction committed. It never stops on one bad message: a failing one is retried
 // in place by its error class and then parked (ParkedTable), and later messages flow.
 type Consumer struct {
-	s     *Store
-	fn    HandlerFunc
+	s       *Store
+	fn      HandlerFunc
+	batchFn BatchHandlerFunc // NewBatchConsumer: fn is batchFn on one message
 	o     Options
 	retry backoff.Policy
 	wait  backoff.Policy
