@@ -27,9 +27,9 @@ type Consumer struct {
 	s       *Store
 	fn      HandlerFunc
 	batchFn BatchHandlerFunc // NewBatchConsumer: fn is batchFn on one message
-	o     Options
-	retry backoff.Policy
-	wait  backoff.Policy
+	o       Options
+	retry   backoff.Policy
+	wait    backoff.Policy
 
 	mu     sync.Mutex
 	held   map[aggKey]bool // aggregates with a parked message (HoldAggregateOnPark)
@@ -78,9 +78,10 @@ func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe f
 	return err
 }
 
-// Run consumes until ctx ends (it then returns ctx.Err()), the reader fails, or an
-// offset commit fails. A database that is down is waited for, with backoff, not
-// reported as an error: the message is no less valid for it.
+// Run consumes until ctx ends (it then returns ctx.Err()), the reader fails, an
+// offset commit fails, or a message cannot be parked (the error names it). A
+// database that is down is waited for, with backoff, not reported as an error: the
+// message is no less valid for it (for MaxStoreWait per message, then it counts).
 //
 // Each partition has a lane of its own: its messages are handled in offset order,
 // one transaction (or batch) at a time, while other partitions' lanes run beside it.

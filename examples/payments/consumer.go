@@ -41,8 +41,8 @@ func ReaderConfig(brokers []string, group, topic string) kafka.ReaderConfig {
 }
 
 // RunConsumer runs c on r until ctx ends. Run returns early when the reader or an
-// offset commit fails; the messages it had fetched and not committed stay with r, so
-// running again on the SAME r handles them first (as Duplicates when their
+// offset commit fails; the messages it had fetched and not committed stay with c for
+// r, so running c again on the SAME r handles them first (as Duplicates when their
 // transaction had committed) instead of skipping them.
 func RunConsumer(ctx context.Context, log logr.Logger, group string, c *inbox.Consumer, r inbox.Fetcher, delay time.Duration) error {
 	for restart := 1; ; restart++ {
