@@ -1,9 +1,14 @@
 // consumers.go: the consumer run (-runs consumers). A topic of 6 partitions holds
 // -consumer-events messages with the contract headers over 200 aggregates, written
 // before the run; an inbox.Consumer with a consumer group reads them, dedups each
-// (consumer group, event id) and applies a one-row business update per message. It
-// runs twice: one message per transaction, then batches of -consumer-batch. The rate
-// counts from the first handled message to the last, so the group join is not in it.
+// (consumer group, event id) and applies a one-row business upsert per message. It
+// runs one message per transaction with a prepared statement, then in batches of
+// -consumer-batch with four handlers side by side, so the results read as ratios: a
+// prepared statement per message, a plain tx.ExecContext per message (as most code is
+// written), a no-op (the library's own cost per message) and a batch handler that
+// applies the whole batch with one multi-row upsert (inbox.NewBatchConsumer). The
+// rate counts from the first handled message to the last, so the group join is not
+// in it.
 
 package main
 
@@ -36,17 +41,25 @@ func consumers(s *stack) error {
 	fmt.Printf("consumers: %d messages with contract headers over %d aggregates on 6 partitions, read by an inbox.Consumer\n"+
 		"(kafka-go Reader with a GroupID); per message: dedup row + version guard + one-row business upsert\n",
 		*consumerEvents, consumerAggregates)
-	fmt.Printf("  %-34s %10s %10s %12s %12s\n", "mode", "events", "seconds", "events/s", "target")
-	for _, mode := range []struct {
-		name   string
-		batch  int
-		target string
-	}{{"one message per transaction", 1, ">= 2,000"}, {fmt.Sprintf("batches of %d", *consumerBatch), *consumerBatch, ">= 10,000"}} {
-		r, err := s.consume("cons-"+strconv.Itoa(mode.batch), mode.name, mode.batch)
+	fmt.Printf("  %-44s %10s %10s %12s %12s\n", "mode", "events", "seconds", "events/s", "target")
+	b := fmt.Sprintf("batches of %d", *consumerBatch)
+	for i, mode := range []struct {
+		name    string
+		batch   int
+		handler handlerKind
+		target  string
+	}{
+		{"one message per transaction", 1, prepared, ">= 2,000"},
+		{b + ", prepared upsert", *consumerBatch, prepared, ">= 10,000"},
+		{b + ", tx.ExecContext upsert", *consumerBatch, plainExec, ""},
+		{b + ", no-op handler", *consumerBatch, noop, ""},
+		{b + ", batch handler", *consumerBatch, batchUpsert, ">= 15,000"},
+	} {
+		r, err := s.consume("cons-"+strconv.Itoa(i), mode.name, mode.batch, mode.handler)
 		if err != nil {
 			return fmt.Errorf("consumer %s: %w", mode.name, err)
 		}
-		fmt.Printf("  %-34s %10d %10.2f %12.0f %12s\n", r.mode, r.events, r.secs, r.rate(), mode.target)
+		fmt.Printf("  %-44s %10d %10.2f %12.0f %12s\n", r.mode, r.events, r.secs, r.rate(), mode.target)
 		if *verbose {
 			printTop(r.top)
 		}
@@ -56,7 +69,7 @@ func consumers(s *stack) error {
 }
 
 // consume fills a fresh topic and database and times one consumer over it.
-func (s *stack) consume(tag, mode string, batch int) (consumerResult, error) {
+func (s *stack) consume(tag, mode string, batch int, kind handlerKind) (consumerResult, error) {
 	res := consumerResult{mode: mode, events: *consumerEvents}
 	super, relayDSN, admin, err := s.newDatabase(tag)
 	if err != nil {
@@ -90,21 +103,19 @@ func (s *stack) consume(tag, mode string, batch int) (consumerResult, error) {
 	if err != nil {
 		return res, err
 	}
-	upsert, err := db.Prepare(`INSERT INTO balance AS b VALUES ($1, 1, $2)
-ON CONFLICT (account) DO UPDATE SET events = b.events + 1, version = EXCLUDED.version`)
+	newConsumer, closeHandler, err := handlerFor(kind, db)
 	if err != nil {
 		return res, err
 	}
-	defer upsert.Close()
-	handler := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
-		_, err := tx.StmtContext(ctx, upsert).ExecContext(ctx, m.AggregateID, m.AggregateVersion)
-		return "", err
-	}
+	defer closeHandler()
 	if err := s.resetStatements(); err != nil {
 		return res, err
 	}
-	secs, err := runConsumer(st, handler, batch, s.brokers, topic, *consumerEvents)
+	secs, err := runConsumer(st, newConsumer, batch, s.brokers, topic, *consumerEvents)
 	res.secs = secs
+	if err == nil && kind != noop {
+		err = checkApplied(db, *consumerEvents)
+	}
 	if err == nil && *verbose {
 		res.top, err = s.topStatements(dbName(super))
 	}
@@ -113,11 +124,11 @@ ON CONFLICT (account) DO UPDATE SET events = b.events + 1, version = EXCLUDED.ve
 
 // runConsumer runs one consumer until n messages were handled and returns the seconds
 // from the first to the last.
-func runConsumer(st *inbox.Store, fn inbox.HandlerFunc, batch int, brokers, topic string, n int) (float64, error) {
+func runConsumer(st *inbox.Store, newConsumer consumerMaker, batch int, brokers, topic string, n int) (float64, error) {
 	var handled atomic.Int64
 	var first, last atomic.Int64
 	done := make(chan struct{})
-	c, err := inbox.NewConsumer(st, fn, inbox.Options{BatchSize: batch, Observe: func(inbox.Message, inbox.Outcome) {
+	c, err := newConsumer(st, inbox.Options{BatchSize: batch, Observe: func(inbox.Message, inbox.Outcome) {
 		now := time.Now().UnixNano()
 		first.CompareAndSwap(0, now)
 		last.Store(now)
@@ -179,6 +190,19 @@ func (s *stack) fillTopic(topic string, n int) error {
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
+	}
+	return nil
+}
+
+// checkApplied fails the run when the handler did not apply every event once: a fast
+// handler that drops work is no result.
+func checkApplied(db *sql.DB, n int) error {
+	var sum int64
+	if err := db.QueryRow(`SELECT coalesce(sum(events), 0) FROM balance`).Scan(&sum); err != nil {
+		return fmt.Errorf("read balance: %w", err)
+	}
+	if sum != int64(n) {
+		return fmt.Errorf("balance counts %d events, want %d", sum, n)
 	}
 	return nil
 }
