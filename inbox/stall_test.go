@@ -26,22 +26,20 @@ func hangingGateway(t *testing.T) *httptest.Server {
 	return gw
 }
 
-// timeoutHandlers are handlers whose outside call or own statement always times
-// out, each returning the real error such a call returns, with the park code and
-// attempts it must end with.
-func timeoutHandlers(t *testing.T, attempts int) []struct {
+// timeoutCase is a handler step that always times out, with the park code and
+// attempts its message must end with.
+type timeoutCase struct {
 	name     string
 	fn       func(ctx context.Context, tx *sql.Tx) error
 	code     string
 	attempts int
-} {
+}
+
+// timeoutHandlers are handlers whose outside call or own statement always times
+// out, each returning the real error such a call returns.
+func timeoutHandlers(t *testing.T, attempts int) []timeoutCase {
 	gw := hangingGateway(t)
-	return []struct {
-		name     string
-		fn       func(ctx context.Context, tx *sql.Tx) error
-		code     string
-		attempts int
-	}{
+	return []timeoutCase{
 		{"deadline exceeded", func(ctx context.Context, _ *sql.Tx) error {
 			cctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
 			defer cancel()
