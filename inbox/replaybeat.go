@@ -49,7 +49,9 @@ func (c *Consumer) waitStore(ctx context.Context, replayID int64, topic, what st
 		if err == nil || !storeFault(err) || ctx.Err() != nil || !faults.within(c.o.MaxStoreWait) {
 			return err
 		}
-		c.o.Metrics.storeFault(c.s.group, topic)
+		if topic != "" { // a step for the whole replay has no topic to label it with
+			c.o.Metrics.storeFault(c.s.group, topic)
+		}
 		c.o.Log.Error(err, "consumer database failed during a replay; waiting", "consumerGroup", c.s.group,
 			"replayId", replayID, "step", what, "attempt", faults.n, "source", "consumer database")
 		if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
