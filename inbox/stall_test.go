@@ -113,7 +113,8 @@ func TestHandlerTimeoutIsParkedWhileLaterMessagesFlow(t *testing.T) {
 				}
 				tl := newTally(101)
 				o := fastOptions(tl)
-				o.MaxAttempts, o.BatchSize, o.Metrics = maxAttempts, batch, inbox.NewMetrics()
+				var logs logLines
+				o.MaxAttempts, o.BatchSize, o.Metrics, o.Log = maxAttempts, batch, inbox.NewMetrics(), logs.logger()
 				c, err := inbox.NewConsumer(s, fn, o)
 				if err != nil {
 					t.Fatal(err)
@@ -141,6 +142,12 @@ func TestHandlerTimeoutIsParkedWhileLaterMessagesFlow(t *testing.T) {
 				}
 				if n := value(t, o.Metrics.Counter("inbox_store_fault_total", "points", "payments")); n != 0 {
 					t.Fatalf("%v handler failures taken for consumer database faults", n)
+				}
+				if n := logs.count(`"msg":"message failed; retrying"`, `"eventId":"stuck"`, `"source":"handler"`); n != h.attempts-1 {
+					t.Errorf("%d retry lines for the stuck message say the handler failed, want %d", n, h.attempts-1)
+				}
+				if n := logs.count(`consumer database failed`); n != 0 {
+					t.Errorf("%d log lines blame the consumer database for a handler error", n)
 				}
 				nothingLeft(t, b, "points")
 			})
