@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,5 +153,59 @@ func TestHandlerTimeoutIsParkedWhileLaterMessagesFlow(t *testing.T) {
 				nothingLeft(t, b, "points")
 			})
 		}
+	}
+}
+
+// TestGatewayTimeoutWithDefaultOptions is the issue's reproduction as a new user
+// writes it: default Options but BatchSize 500, one message whose handler always
+// returns fmt.Errorf("credit gateway: %w", context.DeadlineExceeded), then 100 normal
+// messages on its partition. All 100 are applied and the stuck one parked within 10 s.
+func TestGatewayTimeoutWithDefaultOptions(t *testing.T) {
+	db, s := setup(t)
+	msgs := []kafka.Message{event{"stuck", "u0", 1, `{}`}.kafka("")}
+	for i := 1; i <= 100; i++ {
+		msgs = append(msgs, event{id(i), "u" + id(i), 1, `{}`}.kafka(""))
+	}
+	b := topicWith(t, 1, msgs...)
+	firstCall := make(chan struct{})
+	var once sync.Once
+	fn := func(ctx context.Context, tx *sql.Tx, m inbox.Message) (string, error) {
+		if m.EventID == "stuck" {
+			once.Do(func() { close(firstCall) })
+			return "", fmt.Errorf("credit gateway: %w", context.DeadlineExceeded)
+		}
+		_, err := tx.ExecContext(ctx, `INSERT INTO points VALUES ($1, 10)`, m.AggregateID)
+		return "", err
+	}
+	tl := newTally(101)
+	c, err := inbox.NewConsumer(s, fn, inbox.Options{BatchSize: 500, Observe: tl.observe})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := reader(b, "points")
+	defer r.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx, r) }()
+	defer func() {
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Errorf("Run returned %v", err)
+		}
+	}()
+	// The clock starts at the first call of the handler: the group join is not the
+	// consumer's doing.
+	select {
+	case <-firstCall:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the handler was not called within 30 s")
+	}
+	select {
+	case <-tl.done:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("outcomes after 10 s: %v, want 100 applied and 1 parked", tl.by)
+	}
+	if got := parkedRows(t, db, "points"); got["stuck"] != inbox.CodeRetriesExhausted || tl.get(inbox.Applied) != 100 {
+		t.Fatalf("parked %v, outcomes %v", got, tl.by)
 	}
 }
