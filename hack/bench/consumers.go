@@ -17,6 +17,9 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
+	"runtime/pprof"
 	"strconv"
 	"sync/atomic"
 	"time"
@@ -111,7 +114,12 @@ func (s *stack) consume(tag, mode string, batch int, kind handlerKind) (consumer
 	if err := s.resetStatements(); err != nil {
 		return res, err
 	}
+	stopProfile, err := profileHarness(tag)
+	if err != nil {
+		return res, err
+	}
 	secs, err := runConsumer(st, newConsumer, batch, s.brokers, topic, *consumerEvents)
+	stopProfile()
 	res.secs = secs
 	if err == nil && kind != noop {
 		err = checkApplied(db, *consumerEvents)
@@ -205,4 +213,21 @@ func checkApplied(db *sql.DB, n int) error {
 		return fmt.Errorf("balance counts %d events, want %d", sum, n)
 	}
 	return nil
+}
+
+// profileHarness starts a CPU profile of this process (the consumer runs in it) into
+// -profile DIR/<tag>-cpu.pb.gz, if -profile is set; the returned func stops it.
+func profileHarness(tag string) (stop func(), err error) {
+	if *profile == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(filepath.Join(*profile, tag+"-cpu.pb.gz"))
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }

@@ -1,6 +1,7 @@
 // profile.go: with -profile DIR, the relay workers serve pprof and the harness saves a
 // CPU profile taken during each run and the block and mutex profiles at its end
-// (go tool pprof -top DIR/<run>-w0-cpu.pb.gz).
+// (go tool pprof -top DIR/<run>-w0-cpu.pb.gz); the consumer runs, in the harness
+// process, save DIR/cons-<n>-cpu.pb.gz.
 
 package main
 
