@@ -3,6 +3,7 @@ package controllers
 import (
 	"context"
 	"database/sql"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -24,6 +25,12 @@ const testSlotReplacedFor = 20 * time.Second
 func slotPipeline(name string) (*outboxv1.OutboxPipeline, string, *sql.DB) {
 	ns := newNamespace()
 	dsn, db, _ := migratedDB()
+	p, slot := slotPipelineWith(ns, name, dsn)
+	return p, slot, db
+}
+
+// slotPipelineWith is slotPipeline in namespace ns with the DSN dsn.
+func slotPipelineWith(ns, name, dsn string) (*outboxv1.OutboxPipeline, string) {
 	createSecret(ns, "db", map[string]string{"dsn": dsn})
 	p := newPipeline(ns, name, "db", func(p *outboxv1.OutboxPipeline) {
 		p.Spec.Source.Mode = outboxv1.SourceLogicalReplication
@@ -40,7 +47,35 @@ func slotPipeline(name string) (*outboxv1.OutboxPipeline, string, *sql.DB) {
 		g.Expect(p.Status.Replication).NotTo(BeNil())
 		g.Expect(p.Status.Replication.Exists).To(BeTrue())
 	}).Should(Succeed())
-	return p, ReplicationSlot(p), db
+	return p, ReplicationSlot(p)
+}
+
+// publicationTables is what pg_publication_tables says the publication covers.
+func publicationTables(g Gomega, db *sql.DB, pub string) []string {
+	var tables []string
+	rows, err := db.Query(`SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1 ORDER BY 1`, pub)
+	g.Expect(err).NotTo(HaveOccurred())
+	defer rows.Close()
+	for rows.Next() {
+		var t string
+		g.Expect(rows.Scan(&t)).To(Succeed())
+		tables = append(tables, t)
+	}
+	g.Expect(rows.Err()).NotTo(HaveOccurred())
+	return tables
+}
+
+// switchTable creates the outbox table outbox_next and points the pipeline at it.
+func switchTable(p *outboxv1.OutboxPipeline, db *sql.DB) {
+	ctx, cancel := context.WithTimeout(suiteCtx, 20*time.Second)
+	defer cancel()
+	next, err := pgident.NewTable("public", "outbox_next")
+	Expect(err).NotTo(HaveOccurred())
+	Expect(schema.Migrate(ctx, db, next, schema.Options{})).To(Succeed())
+	Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+	patch := client.MergeFrom(p.DeepCopy())
+	p.Spec.Source.Table = "outbox_next"
+	Expect(k8sClient.Patch(suiteCtx, p, patch)).To(Succeed())
 }
 
 // expectReplacedThenGone checks what a replacement leaves: lastReplaced with the
@@ -143,26 +178,10 @@ var _ = Describe("changing spec.source.table of a LogicalReplication pipeline", 
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
 			g.Expect(p.Status.Replication.PublicationTable).To(Equal("public.outbox_event"))
 		}).Should(Succeed())
-		ctx, cancel := context.WithTimeout(suiteCtx, 20*time.Second)
-		defer cancel()
-		next, err := pgident.NewTable("public", "outbox_next")
-		Expect(err).NotTo(HaveOccurred())
-		Expect(schema.Migrate(ctx, db, next, schema.Options{})).To(Succeed())
-
-		patch := client.MergeFrom(p.DeepCopy())
-		p.Spec.Source.Table = "outbox_next"
-		Expect(k8sClient.Patch(suiteCtx, p, patch)).To(Succeed())
+		confirmed := p.Status.Replication.ConfirmedLSN // no reader here: only a new slot would move it
+		switchTable(p, db)
 		Eventually(func(g Gomega) {
-			var tables []string
-			rows, err := db.Query(`SELECT schemaname || '.' || tablename FROM pg_publication_tables WHERE pubname = $1`, slot)
-			g.Expect(err).NotTo(HaveOccurred())
-			defer rows.Close()
-			for rows.Next() {
-				var t string
-				g.Expect(rows.Scan(&t)).To(Succeed())
-				tables = append(tables, t)
-			}
-			g.Expect(rows.Err()).NotTo(HaveOccurred())
+			tables := publicationTables(g, db, slot)
 			g.Expect(tables).To(Equal([]string{"public.outbox_next"}))
 
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
@@ -176,6 +195,54 @@ var _ = Describe("changing spec.source.table of a LogicalReplication pipeline", 
 		Expect(db.QueryRow(`SELECT pubinsert, pubupdate FROM pg_publication WHERE pubname = $1`, slot).Scan(&ins, &upd)).To(Succeed())
 		Expect([]bool{ins, upd}).To(Equal([]bool{true, false}))
 		Expect(p.Status.Replication.LastReplaced).To(BeNil())
-		Expect(p.Status.Replication.Exists).To(BeTrue())
+		var now string
+		Expect(db.QueryRow(`SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).Scan(&now)).To(Succeed())
+		Expect(now).To(Equal(confirmed), "the slot was replaced")
 	})
 })
+
+var _ = Describe("a publication the operator cannot move", func() {
+	It("is Degraded PublicationMismatch until the DSN's user owns the new table, then moves", func() {
+		ns := newNamespace()
+		dsn, db, _ := migratedDB()
+		// The DSN's user owns the first table only (ALTER PUBLICATION ... SET TABLE needs
+		// ownership of the new one); it reads everything, so the status is not masked.
+		role := strings.ReplaceAll(ns, "-", "_")
+		for _, q := range []string{
+			`CREATE ROLE ` + role + ` LOGIN REPLICATION`,
+			`GRANT pg_read_all_data TO ` + role,
+			`GRANT CREATE ON DATABASE ` + pgident.Quote(dbName(db)) + ` TO ` + role,
+			`ALTER TABLE outbox_event OWNER TO ` + role,
+		} {
+			_, err := db.Exec(q)
+			Expect(err).NotTo(HaveOccurred(), q)
+		}
+		p, slot := slotPipelineWith(ns, "unmovable", strings.Replace(dsn, "postgres://postgres@", "postgres://"+role+"@", 1))
+		switchTable(p, db)
+		Eventually(func(g Gomega) {
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.ObservedGeneration).To(Equal(p.Generation))
+			c := condition(p.Status.Conditions, outboxv1.ConditionDegraded)
+			g.Expect(c.Reason).To(Equal(outboxv1.ReasonPublicationMismatch))
+			g.Expect(c.Message).To(ContainSubstring("covers public.outbox_event, not spec.source.table public.outbox_next"))
+			g.Expect(p.Status.Replication.PublicationTable).To(Equal("public.outbox_event"))
+		}).Should(Succeed())
+		Expect(publicationTables(Default, db, slot)).To(Equal([]string{"public.outbox_event"}))
+
+		_, err := db.Exec(`ALTER TABLE outbox_next OWNER TO ` + role)
+		Expect(err).NotTo(HaveOccurred())
+		Eventually(func(g Gomega) {
+			g.Expect(publicationTables(g, db, slot)).To(Equal([]string{"public.outbox_next"}))
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(p), p)).To(Succeed())
+			g.Expect(p.Status.Replication.PublicationTable).To(Equal("public.outbox_next"))
+			g.Expect(conditionOf(outboxv1.ConditionDegraded)(p)).To(Equal("False/" + outboxv1.ReasonHealthy))
+		}).Should(Succeed())
+	})
+})
+
+// dbName is the name of the database db is connected to.
+func dbName(db *sql.DB) string {
+	var name string
+	Expect(db.QueryRow(`SELECT current_database()`).Scan(&name)).To(Succeed())
+	return name
+}
