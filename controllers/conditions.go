@@ -87,6 +87,9 @@ func emitTransitions(rec events.EventRecorder, obj runtime.Object, before, after
 		if c.Type == outboxv1.ConditionProgressing || c.Type == outboxv1.ConditionReconciling || c.Type == outboxv1.ConditionStalled {
 			continue // rollouts produce Deployment events; the kstatus pair repeats Ready
 		}
+		if c.Type == outboxv1.ConditionSlotReplaced {
+			continue // the replacement itself sent a Warning (SlotReplaced)
+		}
 		typ := corev1.EventTypeNormal
 		if (c.Type == outboxv1.ConditionReady && c.Status == metav1.ConditionFalse) ||
 			(c.Type == outboxv1.ConditionDegraded && c.Status == metav1.ConditionTrue) {

@@ -45,6 +45,9 @@ type OutboxPipelineReconciler struct {
 	MaxConcurrentReconciles int
 	// Now is time.Now unless a test replaces it.
 	Now func() time.Time
+	// SlotReplacedFor is how long the SlotReplaced condition stays after a slot was
+	// replaced; DefaultSlotReplacedFor when 0.
+	SlotReplacedFor time.Duration
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines,verbs=get;list;watch;patch;update
@@ -88,6 +91,7 @@ func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Reque
 		pipelineMetrics.unread(p.Namespace, p.Name)
 		result = ctrl.Result{RequeueAfter: pd.Spec.Monitoring.StatusInterval.Duration}
 	}
+	result = r.setSlotReplaced(st, p.Generation, result)
 	setPipelineKstatus(st, p.Generation, pd.Spec.Source.Migrate)
 	return patchStatusIfChanged(ctx, r.Client, r.Recorder, p, &p.Status, st, result)
 }

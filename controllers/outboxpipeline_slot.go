@@ -10,6 +10,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -120,28 +121,85 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 	if err != nil {
 		return // validate reported it
 	}
-	s, found, err := replslot.Read(ctx, db, slot)
+	seen, err := readSlot(ctx, db, slot)
 	if err != nil {
 		logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
 		return
 	}
-	// A slot a worker streams from needs nothing; otherwise make what is missing (the
-	// slot, or the publication the reader may be failing on) and replace a lost slot.
-	if !found || !s.Active || s.WALStatus == "lost" {
-		if _, replaced, err := replslot.Ensure(ctx, db, table, slot, slot); err != nil {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
-				"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
-		} else if replaced {
-			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot",
-				"PostgreSQL had invalidated replication slot %s (max_slot_wal_keep_size); made a new one: polling publishes what the old one missed", slot)
-		}
-		if s, found, err = replslot.Read(ctx, db, slot); err != nil {
+	plan := planSlot(st.Replication, seen, table)
+	var replaced *outboxv1.SlotReplacement
+	if plan.moveTo {
+		r.movePublication(ctx, p, db, seen.tables, table)
+	}
+	if plan.ensure {
+		replaced = r.ensureSlot(ctx, p, db, table, plan)
+	}
+	if plan.ensure || plan.moveTo {
+		if seen, err = readSlot(ctx, db, slot); err != nil {
 			logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
 			return
 		}
 	}
-	st.Replication = &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: found,
-		Active: s.Active, ConfirmedLSN: s.ConfirmedLSN, LagBytes: s.LagBytes, WALStatus: s.WALStatus}
+	if replaced == nil && st.Replication != nil {
+		replaced = st.Replication.LastReplaced
+	}
+	s := seen.slot
+	st.Replication = &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: seen.found,
+		Active: s.Active, ConfirmedLSN: s.ConfirmedLSN, LagBytes: s.LagBytes, WALStatus: s.WALStatus,
+		PublicationTable: strings.Join(seen.tables, ","), LastReplaced: replaced}
+}
+
+// readSlot reads the slot and what its publication (of the same name) covers.
+func readSlot(ctx context.Context, db *sql.DB, slot string) (slotSeen, error) {
+	s, found, err := replslot.Read(ctx, db, slot)
+	if err != nil {
+		return slotSeen{}, err
+	}
+	tables, pubFound, err := replslot.PublicationTables(ctx, db, slot)
+	if err != nil {
+		return slotSeen{}, err
+	}
+	return slotSeen{found: found, slot: s, pubFound: pubFound, tables: tables}, nil
+}
+
+// ensureSlot makes what plan says is missing, and returns the record of a replacement
+// (nil when there was none). The Event is sent at once: the status write of this pass
+// may still fail.
+func (r *OutboxPipelineReconciler) ensureSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, table pgident.Table,
+	plan slotPlan) *outboxv1.SlotReplacement {
+	slot := ReplicationSlot(p)
+	_, invalidated, err := replslot.Ensure(ctx, db, table, slot, slot)
+	if err != nil {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
+			"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
+		return nil
+	}
+	reason := plan.replacing
+	if invalidated {
+		reason = outboxv1.ReasonSlotInvalidated
+	}
+	if reason == "" {
+		return nil
+	}
+	rec := replacementRecord(slot, reason, r.now())
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot", "%s", rec.Message)
+	logf.FromContext(ctx).Info("replaced the replication slot", "slot", slot, "reason", reason)
+	return rec
+}
+
+// movePublication points the publication at the spec's table; the slot stays
+// (docs/cdc.md, "Changing spec.source.table"). A failure leaves the pipeline Degraded
+// (PublicationMismatch) until a later pass succeeds.
+func (r *OutboxPipelineReconciler) movePublication(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, from []string, table pgident.Table) {
+	pub := ReplicationSlot(p)
+	if err := replslot.SetPublicationTable(ctx, db, pub, table); err != nil {
+		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "PublicationNotMoved", "MovePublication",
+			"cannot move publication %s from %s to %s: %s", pub, strings.Join(from, ","), table, dbErrorText(err, ""))
+		return
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "PublicationMoved", "MovePublication",
+		"publication %s now covers %s (was %s); the slot stays, rows of %s committed before the move are published by polling after cdcHandoverAfter",
+		pub, table, strings.Join(from, ","), table)
 }
 
 // slotProblem is the Degraded reason and message for the slot, or "".
@@ -152,6 +210,10 @@ func slotProblem(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus) 
 	}
 	if rs.WALStatus == "lost" {
 		return outboxv1.ReasonSlotInvalidated, fmt.Sprintf("PostgreSQL invalidated replication slot %s (max_slot_wal_keep_size): polling publishes every event meanwhile, and the relay replaces the slot", rs.Slot)
+	}
+	if rs.PublicationTable != "" && rs.PublicationTable != p.Spec.Source.Schema+"."+p.Spec.Source.Table {
+		return outboxv1.ReasonPublicationMismatch, fmt.Sprintf("publication %s covers %s, not spec.source.table %s.%s, and the operator could not move it (see the PublicationNotMoved event; ALTER PUBLICATION needs ownership of the table): every event waits cdcHandoverAfter for polling",
+			rs.Publication, rs.PublicationTable, p.Spec.Source.Schema, p.Spec.Source.Table)
 	}
 	if max := p.Spec.Source.MaxSlotLag; max != nil && rs.LagBytes > max.Value() {
 		return outboxv1.ReasonSlotLagging, fmt.Sprintf("replication slot %s holds %d bytes of WAL, more than maxSlotLag %s (active: %t); check the relay workers and long-running transactions",

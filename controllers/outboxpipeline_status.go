@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
@@ -181,4 +182,28 @@ func setPipelineKstatus(st *outboxv1.OutboxPipelineStatus, gen int64, migrates b
 		selfHealing = outboxv1.ReasonTableMissing
 	}
 	setKstatusConditions(&st.Conditions, gen, rolling, reason, msg, selfHealing)
+}
+
+// setSlotReplaced shows SlotReplaced while the newest slot replacement is inside its
+// window, and removes it after (it is present only while True, like the kstatus pair),
+// requeueing the pass for the moment it goes. It touches neither Ready nor Degraded:
+// the pipeline works again, polling covered the gap, and a GitOps tool should not
+// report a healed pipeline as unhealthy (docs/argocd-health.md).
+func (r *OutboxPipelineReconciler) setSlotReplaced(st *outboxv1.OutboxPipelineStatus, gen int64, result ctrl.Result) ctrl.Result {
+	window := r.SlotReplacedFor
+	if window <= 0 {
+		window = DefaultSlotReplacedFor
+	}
+	show, left := slotReplacedFor(st.Replication, r.now(), window)
+	if !show {
+		meta.RemoveStatusCondition(&st.Conditions, outboxv1.ConditionSlotReplaced)
+		return result
+	}
+	rec := st.Replication.LastReplaced
+	setCondition(&st.Conditions, gen, outboxv1.ConditionSlotReplaced, metav1.ConditionTrue, rec.Reason,
+		fmt.Sprintf("at %s %s", rec.Time.UTC().Format(time.RFC3339), rec.Message))
+	if result.RequeueAfter == 0 || left < result.RequeueAfter {
+		result.RequeueAfter = left
+	}
+	return result
 }

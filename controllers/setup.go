@@ -11,6 +11,7 @@ package controllers
 import (
 	"context"
 	"fmt"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -43,9 +44,18 @@ func CacheByObject() map[client.Object]cache.ByObject {
 // informer for: Secrets are read one at a time, in the referencing object's namespace.
 func NeverCached() []client.Object { return []client.Object{&corev1.Secret{}} }
 
+// Option tunes SetupAll.
+type Option func(*OutboxPipelineReconciler)
+
+// WithSlotReplacedFor sets how long the SlotReplaced condition stays
+// (DefaultSlotReplacedFor otherwise): tests use seconds.
+func WithSlotReplacedFor(d time.Duration) Option {
+	return func(r *OutboxPipelineReconciler) { r.SlotReplacedFor = d }
+}
+
 // SetupAll registers the three reconcilers with mgr. relayImage is the default relay
 // image (RELAY_IMAGE); pools are shared so one pipeline has one small DB pool.
-func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *outboxstats.Pools) error {
+func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *outboxstats.Pools, opts ...Option) error {
 	if relayImage == "" {
 		relayImage = DefaultRelayImage
 	}
@@ -53,10 +63,14 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *o
 		pools = outboxstats.NewPools()
 	}
 	reader := mgr.GetAPIReader()
-	if err := (&OutboxPipelineReconciler{
+	pipelines := &OutboxPipelineReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("outboxpipeline-controller"), RelayImage: relayImage, Pools: pools,
-	}).SetupWithManager(mgr); err != nil {
+	}
+	for _, o := range opts {
+		o(pipelines)
+	}
+	if err := pipelines.SetupWithManager(mgr); err != nil {
 		return fmt.Errorf("set up OutboxPipeline controller: %w", err)
 	}
 	if err := (&DeadLetterReplayReconciler{

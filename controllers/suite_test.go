@@ -87,7 +87,7 @@ var _ = BeforeSuite(func() {
 	})
 	Expect(err).NotTo(HaveOccurred())
 	pools = outboxstats.NewPools()
-	Expect(SetupAll(suiteCtx, mgr, "outbox-relayworker:test", pools)).To(Succeed())
+	Expect(SetupAll(suiteCtx, mgr, "outbox-relayworker:test", pools, WithSlotReplacedFor(testSlotReplacedFor))).To(Succeed())
 
 	go func() {
 		defer GinkgoRecover()

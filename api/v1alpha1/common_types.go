@@ -49,4 +49,10 @@ const (
 	// resource is on its way to what the spec asks: a pipeline rolling out, a replay
 	// not finished yet. GitOps tools then report InProgress, not Current.
 	ConditionReconciling = "Reconciling"
+	// ConditionSlotReplaced (OutboxPipeline, present only while True) says the operator
+	// replaced the pipeline's replication slot recently (reason SlotInvalidated or
+	// SlotMissing; status.replication.lastReplaced keeps the record). It is
+	// informational: the pipeline works again, so it changes neither Ready nor
+	// Degraded, nor what kstatus or Argo CD report. It goes after its window (an hour).
+	ConditionSlotReplaced = "SlotReplaced"
 )

@@ -45,6 +45,15 @@ const (
 	// ReasonSlotInvalidated (Degraded=True): PostgreSQL invalidated the slot
 	// (max_slot_wal_keep_size); polling publishes meanwhile and the relay makes a new one.
 	ReasonSlotInvalidated = "SlotInvalidated"
+	// ReasonSlotMissing (SlotReplaced=True): the slot the pipeline had was gone (dropped
+	// outside the operator); the operator made a new one. (SlotReplaced=True with
+	// ReasonSlotInvalidated: it replaced a slot PostgreSQL had invalidated.)
+	ReasonSlotMissing = "SlotMissing"
+	// ReasonPublicationMismatch (Degraded=True): the publication does not cover exactly
+	// spec.source.table and the operator could not move it (ALTER PUBLICATION ... SET
+	// TABLE needs ownership of the table): the stream delivers nothing of the pipeline's
+	// table, so every event waits for the hand-over.
+	ReasonPublicationMismatch = "PublicationMismatch"
 	// ReasonHealthy (Degraded=False): none of the above.
 	ReasonHealthy = "Healthy"
 	// ReasonRollingOut (Progressing=True): a spec or Secret change is rolling the workers.

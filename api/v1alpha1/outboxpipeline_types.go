@@ -95,6 +95,31 @@ type ReplicationStatus struct {
 	// replaces the slot and polling publishes what the lost one would have).
 	// +optional
 	WALStatus string `json:"walStatus,omitempty"`
+	// PublicationTable is the table the publication covers, as PostgreSQL reports it
+	// (schema.table; comma-separated if someone added more). When spec.source.table
+	// changes, the operator moves the publication to the new table (ALTER PUBLICATION
+	// ... SET TABLE) and this field follows; the pipeline is Degraded
+	// (PublicationMismatch) while the move fails.
+	// +optional
+	PublicationTable string `json:"publicationTable,omitempty"`
+	// LastReplaced is the newest replacement of the slot by the operator: PostgreSQL
+	// had invalidated it, or someone had dropped it. The stream missed what committed
+	// meanwhile (polling published it after cdcHandoverAfter). It stays until the next
+	// replacement; the SlotReplaced condition shows it for an hour.
+	// +optional
+	LastReplaced *SlotReplacement `json:"lastReplaced,omitempty"`
+}
+
+// SlotReplacement is one replacement of a pipeline's replication slot.
+type SlotReplacement struct {
+	// Time the operator made the new slot.
+	Time metav1.Time `json:"time"`
+	// Reason is why the old slot was unusable: SlotInvalidated (PostgreSQL invalidated
+	// it, max_slot_wal_keep_size) or SlotMissing (it was gone: dropped outside the
+	// operator).
+	Reason string `json:"reason"`
+	// Message says what happened and what to check.
+	Message string `json:"message"`
 }
 
 // SourceMode is how the relay learns of new events.

@@ -12,7 +12,6 @@ import (
 	"flag"
 	"fmt"
 	"os"
-	"strings"
 
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
@@ -55,6 +54,10 @@ func run() error {
 	flag.Parse()
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
+	namespaces, err := parseWatchNamespaces(watchNS)
+	if err != nil {
+		return err
+	}
 
 	scheme := runtime.NewScheme()
 	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
@@ -75,7 +78,7 @@ func run() error {
 		LeaderElectionReleaseOnCancel: true,
 		// Owned kinds are cached only when labelled managed-by=outbox-operator; Secrets
 		// are never cached (read one by one in the referencing namespace).
-		Cache:  cacheOptions(watchNS),
+		Cache:  cacheOptions(namespaces),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
 	})
 	if err != nil {
@@ -95,22 +98,20 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", watchNS)
+	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces)
 	return mgr.Start(ctx)
 }
 
-// cacheOptions limits every informer to the watched namespaces, if any: a manager
-// installed for some namespaces then neither lists nor watches the rest of the cluster
-// (its RBAC may still be cluster-wide).
-func cacheOptions(watch string) cache.Options {
+// cacheOptions limits every informer to the watched namespaces (parseWatchNamespaces;
+// none is every namespace): a manager installed for some namespaces then neither lists
+// nor watches the rest of the cluster (its RBAC may still be cluster-wide).
+func cacheOptions(namespaces []string) cache.Options {
 	opts := cache.Options{ByObject: controllers.CacheByObject()}
-	for _, ns := range strings.Split(watch, ",") {
-		if ns = strings.TrimSpace(ns); ns != "" {
-			if opts.DefaultNamespaces == nil {
-				opts.DefaultNamespaces = map[string]cache.Config{}
-			}
-			opts.DefaultNamespaces[ns] = cache.Config{}
+	for _, ns := range namespaces {
+		if opts.DefaultNamespaces == nil {
+			opts.DefaultNamespaces = map[string]cache.Config{}
 		}
+		opts.DefaultNamespaces[ns] = cache.Config{}
 	}
 	return opts
 }

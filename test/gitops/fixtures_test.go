@@ -195,6 +195,19 @@ func unobserved(snap *unstructured.Unstructured) *unstructured.Unstructured {
 	return u
 }
 
+// withSlotReplaced is snap with the informational SlotReplaced condition the operator
+// shows for a while after it replaced a LogicalReplication pipeline's slot (the
+// controllers suite makes that happen against a real PostgreSQL; here it is what
+// GitOps tools make of it).
+func withSlotReplaced(t *testing.T, snap *unstructured.Unstructured) *unstructured.Unstructured {
+	u := snap.DeepCopy()
+	conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	conds = append(conds, map[string]any{"type": outboxv1.ConditionSlotReplaced, "status": "True",
+		"reason": outboxv1.ReasonSlotInvalidated, "message": "the operator replaced replication slot s", "lastTransitionTime": "2026-12-01T10:00:00Z"})
+	must(t, unstructured.SetNestedSlice(u.Object, conds, "status", "conditions"))
+	return u
+}
+
 func describe(u *unstructured.Unstructured) string {
 	return fmt.Sprintf("%s %s/%s", u.GetKind(), u.GetNamespace(), u.GetName())
 }

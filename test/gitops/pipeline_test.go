@@ -44,6 +44,8 @@ func TestOutboxPipelineHealth(t *testing.T) {
 			argo: "Progressing", argoMsg: "RollingOut: rolling out Deployment orders-relay"},
 		{name: "rolled out and ready", obj: healthy, kstatus: status.CurrentStatus, today: status.CurrentStatus,
 			argo: "Healthy", argoMsg: "Ready: 2/2 relay workers ready"},
+		{name: "rolled out, slot replaced recently (informational)", obj: withSlotReplaced(t, healthy), kstatus: status.CurrentStatus,
+			today: status.CurrentStatus, argo: "Healthy", argoMsg: "Ready: 2/2 relay workers ready"},
 		{name: "change not yet observed", obj: unobserved(healthy), kstatus: status.InProgressStatus, today: status.InProgressStatus,
 			argo: "Progressing", argoMsg: "Waiting for the operator to observe generation 2"},
 		{name: "change rolling out", obj: changing, kstatus: status.InProgressStatus, today: status.InProgressStatus,
