@@ -25,10 +25,11 @@ manifests: controller-gen ## Generate CRDs and RBAC from kubebuilder markers.
 	$(MAKE) --no-print-directory chart-crds
 
 .PHONY: chart-crds
-chart-crds: ## Copy the generated CRDs and manager ClusterRole into the Helm chart (test/ops fails on drift).
+chart-crds: ## Copy the generated CRDs, the manager ClusterRole, the alerts and the relay PodMonitor into the Helm chart (test/ops fails on drift).
 	rm -f charts/outbox-operator/crds/*.yaml
 	cp config/crd/bases/*.yaml charts/outbox-operator/crds/
 	cp config/rbac/role.yaml charts/outbox-operator/files/manager-role.yaml
+	cp config/prometheus/prometheusrule.yaml config/prometheus/podmonitor.yaml charts/outbox-operator/files/
 
 .PHONY: generate
 generate: controller-gen ## Generate DeepCopy methods.

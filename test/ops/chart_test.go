@@ -33,6 +33,8 @@ var valueSets = map[string]map[string]any{
 		"resources":        map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"memory": "512Mi"}},
 		"metrics": map[string]any{"port": 9090, "service": map[string]any{"port": 9443},
 			"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}}},
+		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
+		"podMonitor":     map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
 		"serviceAccount": map[string]any{"annotations": map[string]any{"example.com/role": "outbox"}},
 		"podAnnotations": map[string]any{"example.com/scrape": "false"},
 		"podLabels":      map[string]any{"team": "platform"},

@@ -2,7 +2,7 @@
 // chart (charts/outbox-operator), the Prometheus Operator objects and alerts
 // (config/prometheus) and the Grafana dashboard (config/grafana).
 //
-// It is a module of its own so that Helm and Prometheus (promql/parser), and their
+// It is a module of its own so that Helm and Prometheus (promql, rules), and their
 // many dependencies, never enter the root module: the root module is replaced by
 // ../.., like hack/bench/peers/watermill. `make test-ops` runs it; `make test` too.
 //

@@ -36,6 +36,16 @@ func TestChartCRDsEqualConfig(t *testing.T) {
 	}
 }
 
+// The chart's alerts and relay PodMonitor are config/prometheus's, byte for byte: the
+// chart's templates read them from files/, so there is one set of rules.
+func TestChartMonitoringFilesEqualConfig(t *testing.T) {
+	for _, f := range []string{"prometheusrule.yaml", "podmonitor.yaml"} {
+		if !bytes.Equal(readFile(t, repo(chartDir, "files", f)), readFile(t, repo("config", "prometheus", f))) {
+			t.Errorf("charts/outbox-operator/files/%s differs from config/prometheus/%s; %s", f, f, syncHint)
+		}
+	}
+}
+
 func dirFiles(t *testing.T, dir string) map[string][]byte {
 	t.Helper()
 	paths, err := filepath.Glob(filepath.Join(dir, "*.yaml"))

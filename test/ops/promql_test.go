@@ -142,10 +142,11 @@ func TestAlertsCoverTheFailureModes(t *testing.T) {
 		"outbox_pipeline_workers_ready",     // no ready workers
 		"outbox_broker_up",                  // broker unavailable
 		"outbox_pipeline_database_reachable",
-		"outbox_replay_failed",             // a failed replay
-		"outbox_retention_last_run_failed", // a failed retention run
-		"inbox_consume_dead_total",         // consumers park messages
-		"inbox_oldest_message_age_seconds", // consumers lag
+		"outbox_replay_failed",                       // a failed replay
+		"outbox_retention_last_run_failed",           // a failed retention run
+		"inbox_consume_dead_total",                   // consumers park messages
+		"inbox_oldest_message_age_seconds",           // consumers lag
+		"inbox_oldest_unhandled_message_age_seconds", // a consumer is stuck
 	} {
 		if len(byMetric[m]) == 0 {
 			t.Errorf("no alert uses %s", m)

@@ -1,0 +1,235 @@
+package ops
+
+import "math"
+
+// The synthetic series the alert rules are evaluated on (alerteval_test.go): a
+// healthy pipeline and consumer, and one scenario per failure an alert is for.
+
+// Scraped label sets: what the PodMonitor, the ServiceMonitor and a consumer's own
+// scrape config attach.
+const (
+	relayPod    = `namespace="shop",pipeline="orders",pod="orders-relay-7d9f-x2x4k",job="shop/outbox-relay"`
+	relayNewPod = `namespace="shop",pipeline="orders",pod="orders-relay-7d9f-q8n2c",job="shop/outbox-relay"`
+	manager     = `namespace="shop",pipeline="orders",job="outbox-operator-metrics"`
+	consumerPod = `namespace="shop",consumer_group="billing",topic="orders",pod="billing-5c6b-k7p9z",job="billing"`
+)
+
+// A value over time: minutes since the series' start to a sample, ok false for none.
+type curve func(min float64) (v float64, ok bool)
+
+func always(v float64) curve { return func(float64) (float64, bool) { return v, true } }
+
+// from is absent before minute m, then f.
+func from(m float64, f curve) curve {
+	return func(x float64) (float64, bool) {
+		if x < m {
+			return 0, false
+		}
+		return f(x)
+	}
+}
+
+// step is before until minute m, after from then on.
+func step(before, m, after float64) curve {
+	return func(x float64) (float64, bool) {
+		if x < m {
+			return before, true
+		}
+		return after, true
+	}
+}
+
+// waiting is an age gauge: 0, then growing in real time from minute m for d minutes
+// (something waits), then 0 again (it got through). d < 0 means it never gets through.
+func waiting(m, d float64) curve {
+	return func(x float64) (float64, bool) {
+		if x < m || d >= 0 && x > m+d {
+			return float64(int(x*60) % 7), true // a healthy few seconds, never quite 0
+		}
+		return (x - m) * 60, true
+	}
+}
+
+// everyMinutes counts one event every n minutes from minute m on, starting at 1.
+func everyMinutes(m, n float64) curve {
+	return func(x float64) (float64, bool) {
+		if x < m {
+			return 0, false
+		}
+		return 1 + math.Floor((x-m)/n), true
+	}
+}
+
+type series struct {
+	name, labels string
+	values       curve
+}
+
+func (s series) key() string { return s.name + "{" + s.labels + "}" }
+
+// healthy is a pipeline and a consumer that work: every metric an alert reads, with
+// values no alert should fire on, including counters that counted events long ago.
+func healthy() []series {
+	grow := func(per float64) curve { return func(x float64) (float64, bool) { return math.Floor(x * per), true } }
+	return []series{
+		{"outbox_pipeline_oldest_pending_age_seconds", manager, waiting(math.Inf(1), 0)},
+		{"outbox_oldest_pending_age_seconds", relayPod, waiting(math.Inf(1), 0)},
+		{"outbox_send_success_total", relayPod + `,destination="orders"`, grow(6000)},
+		{"outbox_send_dead_total", relayPod + `,destination="orders",code="MESSAGE_TOO_LARGE"`, always(4)},
+		{"outbox_send_unknown_total", relayPod + `,destination="orders"`, always(2)},
+		{"outbox_lease_expired_total", relayPod, always(3)},
+		{"outbox_mark_fenced_total", relayPod, always(1)},
+		{"outbox_broker_up", relayPod, always(1)},
+		{"outbox_pipeline_workers_desired", manager, always(2)},
+		{"outbox_pipeline_workers_ready", manager, always(2)},
+		{"outbox_pipeline_database_reachable", manager, always(1)},
+		{"outbox_pipeline_slot_lag_bytes", manager, always(64 << 20)},
+		{"outbox_pipeline_slot_active", manager, always(1)},
+		{"outbox_replay_failed", `namespace="shop",pipeline="orders",replay="fix-too-large",job="outbox-operator-metrics"`, always(0)},
+		{"outbox_retention_last_run_failed", `namespace="shop",pipeline="orders",policy="nightly",job="outbox-operator-metrics"`, always(0)},
+		{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, always(3)},
+		{"inbox_oldest_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
+		{"inbox_consumer_lag", consumerPod, always(12)},
+		{"inbox_oldest_unhandled_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
+	}
+}
+
+// want is an alert that must fire: with these labels, first between notBefore and by
+// (minutes), and still firing at the end of the hour or resolved by then.
+type want struct {
+	alert         string
+	labels        map[string]string
+	notBefore, by float64
+	firingAtEnd   bool
+}
+
+type alertScenario struct {
+	name    string
+	changes []series // replace the healthy series of the same key (nil values: drop it), or add one
+	want    []want
+}
+
+var alertScenarios = []alertScenario{
+	{name: "healthy"},
+	{
+		name:    "the first DEAD event of a code",
+		changes: []series{{"outbox_send_dead_total", relayPod + `,destination="orders",code="NOT_ENOUGH_REPLICAS"`, from(30, always(1))}},
+		want:    []want{{alert: "OutboxDeadEventsIncreasing", labels: map[string]string{"code": "NOT_ENOUGH_REPLICAS", "destination": "orders"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		name:    "one more DEAD event of a code seen before",
+		changes: []series{{"outbox_send_dead_total", relayPod + `,destination="orders",code="MESSAGE_TOO_LARGE"`, step(4, 30, 5)}},
+		want:    []want{{alert: "OutboxDeadEventsIncreasing", labels: map[string]string{"code": "MESSAGE_TOO_LARGE"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		name:    "a DEAD event counted before a new worker's first scrape",
+		changes: []series{{"outbox_send_dead_total", relayNewPod + `,destination="orders",code="MESSAGE_TOO_LARGE"`, from(30, always(1))}},
+		want:    []want{{alert: "OutboxDeadEventsIncreasing", labels: map[string]string{"code": "MESSAGE_TOO_LARGE"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		name:    "one parked message",
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_RETRIES_EXHAUSTED"`, from(30, always(1))}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_RETRIES_EXHAUSTED", "consumer_group": "billing"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		name:    "one more parked message of a code seen before",
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, step(3, 30, 4)}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_PERMANENT"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		// The offsets stop moving, so the lag gauges freeze at healthy values: only the
+		// gauge of the oldest unhandled message shows it.
+		name: "a consumer stuck on one message",
+		changes: []series{
+			{"inbox_oldest_unhandled_message_age_seconds", consumerPod, waiting(25, -1)},
+			{"inbox_oldest_message_age_seconds", consumerPod, always(2)},
+			{"inbox_consumer_lag", consumerPod, always(12)},
+		},
+		want: []want{{alert: "InboxConsumerStuck", labels: map[string]string{"consumer_group": "billing", "topic": "orders"}, notBefore: 29.5, by: 30.5, firingAtEnd: true}},
+	},
+	{
+		name:    "a consumer held up for 4 minutes, then moving",
+		changes: []series{{"inbox_oldest_unhandled_message_age_seconds", consumerPod, waiting(25, 4)}},
+	},
+	{
+		name:    "a consumer far behind, handling old messages for 15 minutes",
+		changes: []series{{"inbox_oldest_message_age_seconds", consumerPod, step(2, 25, 900)}},
+		want:    []want{{alert: "InboxConsumerLagging", labels: map[string]string{"consumer_group": "billing"}, notBefore: 34.5, by: 35.5, firingAtEnd: true}},
+	},
+	{
+		// The manager's gauge only (no relay worker runs, as when all are crash-looping).
+		name: "a pipeline 6 minutes behind, then caught up",
+		changes: []series{
+			{"outbox_pipeline_oldest_pending_age_seconds", manager, waiting(25, 6)},
+			{"outbox_oldest_pending_age_seconds", relayPod, nil},
+		},
+		want: []want{{alert: "OutboxEventsDelayed", labels: map[string]string{"namespace": "shop", "pipeline": "orders"}, notBefore: 29.5, by: 30.5}},
+	},
+	{
+		name:    "a pipeline behind that its relay worker reports",
+		changes: []series{{"outbox_oldest_pending_age_seconds", relayPod, waiting(25, -1)}},
+		want:    []want{{alert: "OutboxEventsDelayed", labels: map[string]string{"pipeline": "orders"}, notBefore: 29.5, by: 30.5, firingAtEnd: true}},
+	},
+	{
+		// Under the 5 minutes the alert's text promises: no alert.
+		name:    "a pipeline 4.5 minutes behind, then caught up",
+		changes: []series{{"outbox_pipeline_oldest_pending_age_seconds", manager, waiting(25, 4.5)}},
+	},
+	{
+		name:    "the first unknown outcome",
+		changes: []series{{"outbox_send_unknown_total", relayPod + `,destination="payments"`, from(30, always(1))}},
+		want:    []want{{alert: "OutboxUnknownSendOutcomes", labels: map[string]string{"destination": "payments"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		name:    "a fenced mark",
+		changes: []series{{"outbox_mark_fenced_total", relayPod, step(1, 30, 2)}},
+		want:    []want{{alert: "OutboxMarksFenced", labels: map[string]string{"pipeline": "orders"}, notBefore: 30, by: 30.5}},
+	},
+	{
+		// A replacement worker takes over the dead one's leases before its first scrape:
+		// that alone is a failover, not leases that keep expiring.
+		name:    "one lease takeover by a new worker",
+		changes: []series{{"outbox_lease_expired_total", relayNewPod, from(30, always(1))}},
+	},
+	{
+		name:    "leases that keep expiring on a new worker",
+		changes: []series{{"outbox_lease_expired_total", relayNewPod, everyMinutes(30, 4)}},
+		want:    []want{{alert: "OutboxLeaseExpiriesRising", labels: map[string]string{"pipeline": "orders"}, notBefore: 44.5, by: 45.5, firingAtEnd: true}},
+	},
+	{
+		name:    "the broker refuses every write",
+		changes: []series{{"outbox_broker_up", relayPod, step(1, 30, 0)}},
+		want:    []want{{alert: "OutboxBrokerUnavailable", notBefore: 31.5, by: 32.5, firingAtEnd: true}},
+	},
+	{
+		name:    "no relay worker ready",
+		changes: []series{{"outbox_pipeline_workers_ready", manager, step(2, 30, 0)}},
+		want:    []want{{alert: "OutboxNoReadyWorkers", notBefore: 34.5, by: 35.5, firingAtEnd: true}},
+	},
+	{
+		name:    "the outbox table cannot be read",
+		changes: []series{{"outbox_pipeline_database_reachable", manager, step(1, 30, 0)}},
+		want:    []want{{alert: "OutboxDatabaseUnreachable", notBefore: 34.5, by: 35.5, firingAtEnd: true}},
+	},
+	{
+		name: "a replication slot nobody reads, holding 2 GiB",
+		changes: []series{
+			{"outbox_pipeline_slot_active", manager, step(1, 30, 0)},
+			{"outbox_pipeline_slot_lag_bytes", manager, step(64<<20, 30, 2<<30)},
+		},
+		want: []want{
+			{alert: "OutboxReplicationSlotInactive", notBefore: 39.5, by: 40.5, firingAtEnd: true},
+			{alert: "OutboxReplicationSlotLagging", notBefore: 39.5, by: 40.5, firingAtEnd: true},
+		},
+	},
+	{
+		name:    "a failed replay",
+		changes: []series{{"outbox_replay_failed", `namespace="shop",pipeline="orders",replay="fix-too-large",job="outbox-operator-metrics"`, step(0, 30, 1)}},
+		want:    []want{{alert: "OutboxReplayFailed", labels: map[string]string{"replay": "fix-too-large"}, notBefore: 30, by: 30.5, firingAtEnd: true}},
+	},
+	{
+		name:    "a failed archive run",
+		changes: []series{{"outbox_retention_last_run_failed", `namespace="shop",pipeline="orders",policy="nightly",job="outbox-operator-metrics"`, step(0, 30, 1)}},
+		want:    []want{{alert: "OutboxRetentionRunFailed", labels: map[string]string{"policy": "nightly"}, notBefore: 30, by: 30.5, firingAtEnd: true}},
+	},
+}
