@@ -84,6 +84,7 @@ type Relay struct {
 	reset Resetter // nil: nothing to reset
 
 	lastPoll time.Time // last polling claim in logical-replication mode (claim loop only)
+	parked   parked    // rows to release when a pause ends (claim loop only)
 
 	bmu            sync.Mutex
 	bstate         brokerState
