@@ -13,6 +13,8 @@ import (
 	"errors"
 	"time"
 
+	"github.com/segmentio/kafka-go"
+
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 )
@@ -68,6 +70,25 @@ func brokerWide(results []publish.Result) (down bool, code, msg string) {
 		}
 	}
 	return code != "", code, msg
+}
+
+// answered reports whether a broker answered for at least one message: stored it,
+// or refused it for the message's own sake (unknown topic, too large, invalid). A
+// message too large to send at all never reached a broker.
+func answered(results []publish.Result) bool {
+	for _, res := range results {
+		if res.Err == nil {
+			return true
+		}
+		var local kafka.MessageTooLargeError
+		if errors.As(res.Err, &local) || errors.Is(res.Err, publish.ErrNotSent) {
+			continue
+		}
+		if class, _ := publish.Classify(res.Err); class == publish.Permanent || class == publish.TopicMissing {
+			return true
+		}
+	}
+	return false
 }
 
 // brokerState is what the worker reports about the brokers (worker-status table,

@@ -234,8 +234,9 @@ func (l *loop) dropAhead() {
 // refused the batch as a whole and the loop paused for them: the batch claimed during
 // the failed publish goes back unsent, and the pause ends with the trial, the next
 // batch, sent once after the pause's wait (broker.go). A trial that is refused as a
-// whole pauses again, its rows released without an attempt; any other trial resumes.
-// A trial claim that found nothing says nothing about the brokers: it resumes only
+// whole pauses again, its rows released without an attempt; a trial a broker answered
+// (stored something, or refused a message for its own sake) resumes. A trial claim
+// that found nothing, or sent nothing, says nothing about the brokers: it resumes only
 // when no row waits to be sent anywhere in the table (othersWaiting), so an idle
 // worker does not report the brokers down after the others drained the backlog, nor
 // up while another worker's trial is still being refused.
@@ -243,21 +244,15 @@ func (l *loop) publish(ctx, work context.Context, c claimed) (paused bool) {
 	r := l.r
 	b := r.publish(work, c)
 	if b == nil {
-		if c.err == nil && !r.broker().up && ctx.Err() == nil && !r.othersWaiting(ctx) {
-			r.resumeFromBroker(ctx, "nothing to send")
+		if c.err == nil {
+			r.resumeAfterTrial(ctx, nil)
 		}
 		return false
 	}
 	if len(b.out.sent) > 0 {
 		r.publishedOK()
 	}
-	if b.out.brokerDown == "" && !r.broker().up && ctx.Err() == nil {
-		how := "broker answer" // unknown topic, a permanent refusal, nothing sendable
-		if len(b.out.sent) > 0 {
-			how = "produce"
-		}
-		r.resumeFromBroker(ctx, how) // before b is noted: its marks are not written yet
-	}
+	r.resumeAfterTrial(ctx, &b.out) // before b is noted: its marks are not written yet
 	r.parked.note(b.token, &b.out)
 	r.marks.hand(b)
 	if b.out.brokerDown == "" {
@@ -267,6 +262,22 @@ func (l *loop) publish(ctx, work context.Context, c claimed) (paused bool) {
 	r.pauseForBroker(ctx, b.out.topics(), b.out.brokerDown, b.out.brokerErr)
 	l.pace.reset()
 	return true
+}
+
+// resumeAfterTrial ends a pause when the trial's outcome says so (see publish); out is
+// nil for a trial claim that found nothing.
+func (r *Relay) resumeAfterTrial(ctx context.Context, out *outcome) {
+	if r.broker().up || ctx.Err() != nil || out != nil && out.brokerDown != "" {
+		return
+	}
+	switch {
+	case out != nil && len(out.sent) > 0:
+		r.resumeFromBroker(ctx, "produce")
+	case out != nil && out.answered: // unknown topic, a refusal for the message's own sake
+		r.resumeFromBroker(ctx, "broker answer")
+	case !r.othersWaiting(ctx): // nothing reached a broker (nothing claimed, held back, bad rows)
+		r.resumeFromBroker(ctx, "nothing to send")
+	}
 }
 
 // othersWaiting reports whether rows wait to be sent (claimed by other workers, or

@@ -111,6 +111,7 @@ func (r *Relay) send(work context.Context, rows []event.Row, msgs []kafka.Messag
 	r.m.PublishLatency.Observe(time.Since(t0).Seconds())
 	shutdown := work.Err() != nil
 	down, code, msg := brokerWide(results)
+	out.answered = answered(results)
 	if down && !shutdown { // a publish cut short by the stop signal says nothing about the brokers
 		out.brokerDown, out.brokerErr = code, msg
 	}
