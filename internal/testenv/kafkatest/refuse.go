@@ -25,8 +25,9 @@ const (
 )
 
 // RefuseProduce starts refusing every Produce request that writes to one of topics
-// (any topic when none are given) with code. It is on at once; Set turns it on and
-// off, Stop removes it.
+// (any topic when none are given) with code; a request that also writes to other
+// topics is refused as a whole, as one broker answering for all its partitions would.
+// It is on at once; Set turns it on and off, Stop removes it.
 func (b *Broker) RefuseProduce(code int16, topics ...string) *Refusal {
 	r := &Refusal{}
 	if len(topics) > 0 {
