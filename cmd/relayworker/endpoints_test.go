@@ -149,10 +149,13 @@ func TestEndpointsOverHTTP(t *testing.T) {
 		return c["SENT"] == 6 && c["DEAD"] == 1
 	})
 
-	// A transient broker error: RETRY, then SENT once the broker accepts.
+	// A transient broker error on one topic while another topic of the batch is stored:
+	// the row's own failure (a batch refused as a whole would pause the worker
+	// instead), RETRY, then SENT once the broker accepts.
 	pc.failTopic.Store(flakyTopic)
-	relaytest.Insert(t, db, relaytest.Ev{ID: "ep-flaky-1", AggID: "ep-agg-flaky", Version: 1, Topic: flakyTopic})
-	ids = append(ids, "ep-flaky-1")
+	relaytest.Insert(t, db, relaytest.Ev{ID: "ep-flaky-1", AggID: "ep-agg-flaky", Version: 1, Topic: flakyTopic},
+		relaytest.Ev{ID: "ep-flaky-ok", AggID: "ep-agg-flaky-ok", Version: 1, Topic: okTopic})
+	ids = append(ids, "ep-flaky-1", "ep-flaky-ok")
 	relaytest.Eventually(t, 15*time.Second, "flaky event in RETRY", func() bool {
 		s := stateOf(t, db, "ep-flaky-1")
 		return s.status == "RETRY" && s.retries >= 1
@@ -162,8 +165,9 @@ func TestEndpointsOverHTTP(t *testing.T) {
 
 	// The broker sits on a produce past the relay's publish deadline: unknown outcome.
 	pc.holdTopic.Store(slowTopic)
-	relaytest.Insert(t, db, relaytest.Ev{ID: "ep-slow-1", AggID: "ep-agg-slow", Version: 1, Topic: slowTopic})
-	ids = append(ids, "ep-slow-1")
+	relaytest.Insert(t, db, relaytest.Ev{ID: "ep-slow-1", AggID: "ep-agg-slow", Version: 1, Topic: slowTopic},
+		relaytest.Ev{ID: "ep-slow-ok", AggID: "ep-agg-slow-ok", Version: 1, Topic: okTopic})
+	ids = append(ids, "ep-slow-1", "ep-slow-ok")
 	<-pc.held
 	relaytest.Eventually(t, 15*time.Second, "slow event marked unknown outcome", func() bool {
 		return stateOf(t, db, "ep-slow-1").code == "SEND_TIMEOUT_UNKNOWN"
@@ -193,8 +197,8 @@ func TestEndpointsOverHTTP(t *testing.T) {
 			t.Errorf("%s%v = %v, want [%v, %v]", name, labels, v, min, max)
 		}
 	}
-	expect("outbox_send_success_total", nil, 8, 8)
-	expect("outbox_send_success_total", map[string]string{"destination": okTopic}, 6, 6)
+	expect("outbox_send_success_total", nil, 10, 10)
+	expect("outbox_send_success_total", map[string]string{"destination": okTopic}, 8, 8)
 	expect("outbox_send_dead_total", map[string]string{"destination": okTopic, "code": "INVALID_HEADERS"}, 1, 1)
 	expect("outbox_send_retry_total", map[string]string{"destination": flakyTopic, "code": "KAFKA_ERROR"}, 1, 1e9)
 	expect("outbox_send_retry_total", map[string]string{"destination": slowTopic, "code": "SEND_TIMEOUT_UNKNOWN"}, 1, 1e9)

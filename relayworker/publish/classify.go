@@ -72,8 +72,9 @@ const (
 
 // BrokerCodes are the codes of the Transient and Unknown classes: failures of the
 // brokers or of the way to them, not of one message. A batch that fails with only
-// these and stores nothing pauses the worker instead of counting attempts; RETRY rows
-// that carry one of them are made claimable again when a paused worker resumes.
+// these and stores nothing pauses the worker instead of counting attempts; the RETRY
+// rows a worker marked with one of them as an outage began are made claimable again
+// when it resumes (relay/parked.go).
 var BrokerCodes = []string{CodeBrokerUnavailable, CodeLeaderChange, CodeNotEnoughReplicas, CodeBrokerRetriable,
 	CodeKafkaError, CodeSendFailed, CodeSendTimeoutUnknown, CodeConnLostUnknown, CodeAuthenticationFailed, CodeTLSFailed}
 

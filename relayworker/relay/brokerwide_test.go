@@ -41,3 +41,30 @@ func TestBrokerWideTellsTheBrokersFailuresFromTheRows(t *testing.T) {
 		}
 	}
 }
+
+// answered tells a trial a broker answered (it resumes a paused worker) from one that
+// never reached a broker.
+func TestAnsweredNeedsABrokersAnswer(t *testing.T) {
+	ok := publish.Result{}
+	refused := publish.Result{Err: kafka.NotEnoughReplicas}
+	brokerTooLarge := publish.Result{Err: kafka.MessageSizeTooLarge}
+	localTooLarge := publish.Result{Err: kafka.MessageTooLargeError{}}
+	noTopic := publish.Result{Err: kafka.UnknownTopicOrPartition}
+	notSent := publish.Result{Err: publish.ErrNotSent}
+	for _, c := range []struct {
+		name string
+		res  []publish.Result
+		want bool
+	}{
+		{"stored", []publish.Result{refused, ok}, true},
+		{"broker refused a message as too large", []publish.Result{brokerTooLarge, refused}, true},
+		{"unknown topic", []publish.Result{noTopic}, true},
+		{"every write refused", []publish.Result{refused, notSent}, false},
+		{"too large to send, never sent", []publish.Result{localTooLarge, notSent}, false},
+		{"nothing published", nil, false},
+	} {
+		if got := answered(c.res); got != c.want {
+			t.Errorf("%s: answered = %v, want %v", c.name, got, c.want)
+		}
+	}
+}

@@ -203,7 +203,8 @@ type loop struct {
 }
 
 // next returns this turn's batch: the one claimed ahead, or a fresh claim. A full
-// batch says the table holds more, so the next claim starts now, beside the publish.
+// batch says the table holds more, so the next claim starts now, beside the publish;
+// not while paused for the brokers: the trial is one batch, sent once.
 func (l *loop) next(work context.Context) claimed {
 	r := l.r
 	var c claimed
@@ -213,7 +214,7 @@ func (l *loop) next(work context.Context) claimed {
 		r.drainWake()
 		c = r.claim(work)
 	}
-	if c.err == nil && len(c.rows) >= r.cfg.BatchSize {
+	if c.err == nil && len(c.rows) >= r.cfg.BatchSize && r.broker().up {
 		l.ahead = make(chan claimed, 1)
 		r.drainWake()
 		go func(ch chan<- claimed) { ch <- r.claim(work) }(l.ahead)
@@ -230,17 +231,29 @@ func (l *loop) dropAhead() {
 }
 
 // publish publishes c and hands it to the mark loop. It reports true when the brokers
-// stored nothing and the loop paused for them: the batch claimed during the failed
-// publish goes back unsent, and the pause ends when the brokers answer or ctx ends.
+// refused the batch as a whole and the loop paused for them: the batch claimed during
+// the failed publish goes back unsent, and the pause ends with the trial, the next
+// batch, sent once after the pause's wait (broker.go). A trial that is refused as a
+// whole pauses again, its rows released without an attempt; a trial a broker answered
+// (stored something, or refused a message for its own sake) resumes. A trial claim
+// that found nothing, or sent nothing, says nothing about the brokers: it resumes only
+// when no row waits to be sent anywhere in the table (othersWaiting), so an idle
+// worker does not report the brokers down after the others drained the backlog, nor
+// up while another worker's trial is still being refused.
 func (l *loop) publish(ctx, work context.Context, c claimed) (paused bool) {
 	r := l.r
 	b := r.publish(work, c)
 	if b == nil {
+		if c.err == nil {
+			r.resumeAfterTrial(ctx, nil)
+		}
 		return false
 	}
 	if len(b.out.sent) > 0 {
 		r.publishedOK()
 	}
+	r.resumeAfterTrial(ctx, &b.out) // before b is noted: its marks are not written yet
+	r.parked.note(b.token, &b.out)
 	r.marks.hand(b)
 	if b.out.brokerDown == "" {
 		return false
@@ -249,6 +262,31 @@ func (l *loop) publish(ctx, work context.Context, c claimed) (paused bool) {
 	r.pauseForBroker(ctx, b.out.topics(), b.out.brokerDown, b.out.brokerErr)
 	l.pace.reset()
 	return true
+}
+
+// resumeAfterTrial ends a pause when the trial's outcome says so (see publish); out is
+// nil for a trial claim that found nothing.
+func (r *Relay) resumeAfterTrial(ctx context.Context, out *outcome) {
+	if r.broker().up || ctx.Err() != nil || out != nil && out.brokerDown != "" {
+		return
+	}
+	switch {
+	case out != nil && len(out.sent) > 0:
+		r.resumeFromBroker(ctx, "produce")
+	case out != nil && out.answered: // unknown topic, a refusal for the message's own sake
+		r.resumeFromBroker(ctx, "broker answer")
+	case !r.othersWaiting(ctx): // nothing reached a broker (nothing claimed, held back, bad rows)
+		r.resumeFromBroker(ctx, "nothing to send")
+	}
+}
+
+// othersWaiting reports whether rows wait to be sent (claimed by other workers, or
+// held back behind them); on a database error it says yes: stay paused, try again.
+func (r *Relay) othersWaiting(ctx context.Context) bool {
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	waiting, err := r.store.Waiting(c)
+	return err != nil || waiting
 }
 
 // claimFailed backs off after a failed claim and says why in readiness: a hot standby

@@ -1,6 +1,15 @@
 package relay_test
 
 import (
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
@@ -60,4 +69,78 @@ func kfakeProduceError(topic string, code int16) func(kmsg.Request) (kmsg.Respon
 		}
 		return resp, nil, true
 	}
+}
+
+// checkAggregateOrder fails t unless each aggregate's versions follow one another
+// (1, 2, 3, ...) in partition order: no gap, no reordering, no duplicate.
+func checkAggregateOrder(t *testing.T, recs []*kgo.Record) {
+	t.Helper()
+	sort.SliceStable(recs, func(i, j int) bool {
+		if recs[i].Partition != recs[j].Partition {
+			return recs[i].Partition < recs[j].Partition
+		}
+		return recs[i].Offset < recs[j].Offset
+	})
+	last := map[string]int{}
+	for _, r := range recs {
+		a := header(r, "aggregate_id")
+		v, err := strconv.Atoi(header(r, "aggregate_version"))
+		if err != nil {
+			t.Fatalf("aggregate %s: version header: %v", a, err)
+		}
+		if v != last[a]+1 {
+			t.Fatalf("aggregate %s: version %d after %d", a, v, last[a])
+		}
+		last[a] = v
+	}
+}
+
+// publishes is how many batches the worker published (outbox_publish_latency_seconds'
+// sample count).
+func publishes(m *metrics.Metrics) uint64 {
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		return 0
+	}
+	for _, mf := range mfs {
+		if mf.GetName() == "outbox_publish_latency_seconds" {
+			var n uint64
+			for _, mm := range mf.GetMetric() {
+				n += mm.GetHistogram().GetSampleCount()
+			}
+			return n
+		}
+	}
+	return 0
+}
+
+// logLines collects a worker's log lines (JSON) for assertions on what it says.
+type logLines struct {
+	mu    sync.Mutex
+	lines []string
+}
+
+func (l *logLines) logger() logr.Logger {
+	return funcr.NewJSON(func(obj string) {
+		l.mu.Lock()
+		l.lines = append(l.lines, obj)
+		l.mu.Unlock()
+	}, funcr.Options{})
+}
+
+// with returns the lines that contain every one of parts.
+func (l *logLines) with(parts ...string) []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []string
+	for _, line := range l.lines {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(line, p)
+		}
+		if all {
+			out = append(out, line)
+		}
+	}
+	return out
 }

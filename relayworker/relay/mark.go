@@ -162,4 +162,8 @@ func (mk *marker) release(ctx context.Context, token string, out *outcome) {
 		return
 	}
 	mk.m.LeaseReleased.Add(float64(n))
+	// A release is a mark too: rows it did not change were taken over after this
+	// batch's lease ran out (a worker paused past its lease whose late publish failed
+	// as a whole is released, not marked RETRY).
+	mk.fenced(len(out.release), n)
 }

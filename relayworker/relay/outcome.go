@@ -28,6 +28,10 @@ type outcome struct {
 	// worker pauses claiming.
 	brokerDown string
 	brokerErr  string // the first failure's text, for the log
+	// answered: a broker answered for at least one message (stored it, or refused it for
+	// the message's own sake: unknown topic, too large, ...). A paused worker resumes
+	// on such a trial (claim.go).
+	answered bool
 }
 
 // topics are the batch's destinations (what a paused worker probes).

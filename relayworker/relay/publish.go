@@ -101,8 +101,8 @@ func messages(rows []event.Row, now []int, out *outcome) (msgs []kafka.Message, 
 	return msgs, idx
 }
 
-// send publishes msgs before the lease deadline and classifies each result. When
-// nothing was stored it asks whether the brokers or the rows failed (broker.go).
+// send publishes msgs before the lease deadline and classifies each result. A batch
+// the brokers refused as a whole is released and pauses the worker (broker.go).
 func (r *Relay) send(work context.Context, rows []event.Row, msgs []kafka.Message, idx []int, deadline time.Time, out *outcome) {
 	pubCtx, cancel := context.WithDeadline(work, deadline)
 	t0 := time.Now()
@@ -111,9 +111,7 @@ func (r *Relay) send(work context.Context, rows []event.Row, msgs []kafka.Messag
 	r.m.PublishLatency.Observe(time.Since(t0).Seconds())
 	shutdown := work.Err() != nil
 	down, code, msg := brokerWide(results)
-	if down && !shutdown && r.brokersAnswer(work, out) {
-		down = false // the brokers are fine: these partitions failed, a per-row matter
-	}
+	out.answered = answered(results)
 	if down && !shutdown { // a publish cut short by the stop signal says nothing about the brokers
 		out.brokerDown, out.brokerErr = code, msg
 	}

@@ -80,10 +80,11 @@ type Relay struct {
 	wake    chan struct{}
 	primary func(context.Context) (bool, error)
 
-	probe Prober   // nil: resume after one probe wait and let the next produce tell
+	probe Prober   // nil: the trial batch follows one pause wait, unprobed
 	reset Resetter // nil: nothing to reset
 
 	lastPoll time.Time // last polling claim in logical-replication mode (claim loop only)
+	parked   parked    // rows to release when a pause ends (claim loop only)
 
 	bmu            sync.Mutex
 	bstate         brokerState

@@ -5,7 +5,6 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"sort"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -65,7 +64,9 @@ type opts struct {
 	poll        time.Duration
 	maxAttempts int
 	minBackoff  time.Duration
+	maxBackoff  time.Duration // default 2s
 	grace       time.Duration
+	log         *logLines // nil: discarded
 	pub         func(relay.Publisher) relay.Publisher
 	noListen    bool
 	probe       func(context.Context) (bool, error)
@@ -89,8 +90,15 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 	if o.minBackoff == 0 {
 		o.minBackoff = 50 * time.Millisecond
 	}
+	if o.maxBackoff == 0 {
+		o.maxBackoff = 2 * time.Second
+	}
 	if o.grace == 0 {
 		o.grace = time.Minute
+	}
+	log := logr.Discard()
+	if o.log != nil {
+		log = o.log.logger()
 	}
 	if o.brokers == nil {
 		o.brokers = broker.Addrs()
@@ -116,9 +124,9 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 	r := relay.New(relay.Options{
 		Table: relaytest.DefaultTable, DSN: listenDSN, WorkerID: id, BatchSize: o.batch,
 		Lease: o.lease, PollInterval: o.poll, MaxAttempts: o.maxAttempts,
-		Backoff:           backoff.Policy{Min: o.minBackoff, Max: 2 * time.Second},
+		Backoff:           backoff.Policy{Min: o.minBackoff, Max: o.maxBackoff},
 		UnknownTopicGrace: o.grace, ShutdownTimeout: 5 * time.Second, StatsInterval: 100 * time.Millisecond,
-	}, db, st, pub, m, h, logr.Discard())
+	}, db, st, pub, m, h, log)
 	if o.probe != nil {
 		r.SetPrimaryProbe(o.probe)
 	}
@@ -248,41 +256,7 @@ func TestPerAggregateOrderThreeWorkers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sort.SliceStable(recs, func(i, j int) bool {
-		if recs[i].Partition != recs[j].Partition {
-			return recs[i].Partition < recs[j].Partition
-		}
-		return recs[i].Offset < recs[j].Offset
-	})
-	last := map[string]int{}
-	for _, r := range recs {
-		a := header(r, "aggregate_id")
-		v, _ := strconv.Atoi(header(r, "aggregate_version"))
-		if v != last[a]+1 {
-			t.Fatalf("aggregate %s: version %d after %d", a, v, last[a])
-		}
-		last[a] = v
-	}
-}
-
-// failing wraps a publisher and fails while down is set.
-type failing struct {
-	inner relay.Publisher
-	down  atomic.Bool
-	err   error
-	calls atomic.Int64
-}
-
-func (f *failing) Publish(ctx context.Context, msgs []kafka.Message) []publish.Result {
-	f.calls.Add(1)
-	if f.down.Load() {
-		res := make([]publish.Result, len(msgs))
-		for i := range res {
-			res[i] = publish.Result{Partition: -1, Offset: -1, Err: f.err}
-		}
-		return res
-	}
-	return f.inner.Publish(ctx, msgs)
+	checkAggregateOrder(t, recs)
 }
 
 // Permanent errors and bad rows go DEAD with a code, without blocking the batch.

@@ -92,6 +92,21 @@ func (s *Store) Backlog(ctx context.Context) (count int64, oldest time.Duration,
 	return count, time.Duration(secs * float64(time.Second)), nil
 }
 
+// Waiting reports whether any row waits to be sent now: PENDING, SENDING (in flight
+// at some worker) or RETRY whose backoff has passed. RETRY rows still backing off do
+// not count. A paused relay whose trial claim found nothing asks it before resuming
+// (relay/claim.go).
+func (s *Store) Waiting(ctx context.Context) (bool, error) {
+	var waiting bool
+	s.Statements.Add(1)
+	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.t.Qualified()+` WHERE status IN `+schema.NonTerminalIn+`
+    AND (status <> 'RETRY' OR next_retry_at <= now()))`).Scan(&waiting)
+	if err != nil {
+		return false, fmt.Errorf("waiting rows: %w", err)
+	}
+	return waiting, nil
+}
+
 // TableHealth is what bloats a busy outbox table: dead tuples left by the status
 // updates (until autovacuum), and its total size with indexes.
 type TableHealth struct {

@@ -1,5 +1,5 @@
 // workers.go: the worker-status table (schema.WorkersDDL) where each relay reports
-// whether it can reach the brokers, and the reset of broker-caused backoffs.
+// whether it can reach the brokers, and the release of the rows a paused worker parked.
 
 package store
 
@@ -52,16 +52,27 @@ func workersErr(what string, err error) error {
 	return fmt.Errorf("%s: %w", what, err)
 }
 
-// ReleaseBrokerRetries makes RETRY rows whose last failure was one of codes claimable
-// now: a backoff a broker outage caused (a batch that partly failed as the brokers went
-// away) must not outlive the outage, nor hold back the newer versions of its aggregate.
-// Attempts already counted stay counted. It returns the number of rows released.
-func (s *Store) ReleaseBrokerRetries(ctx context.Context, codes []string) (int64, error) {
+// ReleaseParked makes claimable now the RETRY rows a paused worker parked: the rows
+// it marked RETRY with a broker error code while the outage began (a batch that partly
+// failed as the brokers went away). ids[i] was marked under tokens[i]; a RETRY row
+// keeps the owner token of the batch that marked it until it is claimed again, so the
+// pair matches only that very mark: rows of other workers, rows claimed again since,
+// SENT or DEAD rows are left alone. Attempts already counted stay counted. It returns
+// the number of rows released.
+func (s *Store) ReleaseParked(ctx context.Context, ids, tokens []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if len(ids) != len(tokens) {
+		return 0, fmt.Errorf("release parked rows: %d ids but %d tokens", len(ids), len(tokens))
+	}
 	s.Statements.Add(1)
-	res, err := s.db.ExecContext(ctx, `UPDATE `+s.t.Qualified()+` SET next_retry_at = now(), updated_at = now()
-WHERE status = 'RETRY' AND next_retry_at > now() AND last_error_code = ANY ($1::text[])`, pq.Array(codes))
+	res, err := s.db.ExecContext(ctx, `UPDATE `+s.t.Qualified()+` t SET next_retry_at = now(), updated_at = now()
+FROM unnest($1::text[], $2::text[]) AS u(id, tok)
+WHERE t.event_id = u.id AND t.owner_token = u.tok AND t.status = 'RETRY' AND t.next_retry_at > now()`,
+		pq.Array(ids), pq.Array(tokens))
 	if err != nil {
-		return 0, fmt.Errorf("release broker retries: %w", err)
+		return 0, fmt.Errorf("release parked rows: %w", err)
 	}
 	return res.RowsAffected()
 }

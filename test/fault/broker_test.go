@@ -55,7 +55,7 @@ func TestBrokerOutageMidStream(t *testing.T) {
 		return prod.committed.Load() >= atUnplug+500
 	})
 	// Only a batch caught half-written by the unplug can have had an attempt counted.
-	counted := count(db, `SELECT count(*) FROM public.outbox_event WHERE retry_count > 0`)
+	counted := mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE retry_count > 0`)
 	if max := len(ws) * 2 * batch; counted > max {
 		t.Fatalf("%d rows had attempts counted during a broker outage, more than %d", counted, max)
 	}

@@ -260,6 +260,17 @@ func count(db *sql.DB, query string, args ...any) int {
 	return n
 }
 
+// mustCount runs a count(*) query and fails t when it does not answer (count is for
+// tests whose database may be down at the time).
+func mustCount(t *testing.T, db *sql.DB, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := db.QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatalf("%s: %v", query, err)
+	}
+	return n
+}
+
 // dbNow is the database clock.
 func dbNow(t *testing.T, db *sql.DB) time.Time {
 	t.Helper()

@@ -26,13 +26,11 @@ func TestLongBrokerOutageLeavesNothingDead(t *testing.T) {
 		startWorker(t, "long-1", dsn, "--max-attempts=3"),
 		startWorker(t, "long-2", dsn, "--max-attempts=3"),
 	}
-	end := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(end) {
-		time.Sleep(5 * time.Second)
-		if dead := count(db, `SELECT count(*) FROM public.outbox_event WHERE status = 'DEAD'`); dead != 0 {
-			t.Fatalf("%d rows DEAD %s into the outage", dead, time.Until(end).Round(time.Second))
+	hold(t, 2*time.Minute, func(elapsed time.Duration) {
+		if dead := mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status = 'DEAD'`); dead != 0 {
+			t.Fatalf("%d rows DEAD %s into the outage", dead, elapsed.Round(time.Second))
 		}
-	}
+	})
 	for _, w := range ws {
 		if up := w.metric("outbox_broker_up"); up != 0 {
 			t.Fatalf("%s: outbox_broker_up = %v during the outage", w.name, up)
@@ -101,14 +99,22 @@ func TestFlappingBrokerLeavesNothingBehind(t *testing.T) {
 	}
 	t.Cleanup(func() {
 		if t.Failed() {
-			rows, _ := db.Query(`SELECT status, retry_count, coalesce(last_error_code, ''), count(*),
+			rows, err := db.Query(`SELECT status, retry_count, coalesce(last_error_code, ''), count(*),
 				round(max(EXTRACT(EPOCH FROM next_retry_at - now()))::numeric, 1)
 				FROM public.outbox_event WHERE status <> 'SENT' GROUP BY 1, 2, 3 ORDER BY 4 DESC LIMIT 20`)
-			for rows != nil && rows.Next() {
+			if err != nil {
+				t.Logf("rows left: %v", err)
+				return
+			}
+			defer rows.Close()
+			for rows.Next() {
 				var st, code string
 				var rc, n int
 				var wait float64
-				_ = rows.Scan(&st, &rc, &code, &n, &wait)
+				if err := rows.Scan(&st, &rc, &code, &n, &wait); err != nil {
+					t.Logf("rows left: %v", err)
+					return
+				}
 				t.Logf("left: %s retry_count=%d code=%s rows=%d next_retry_in=%.1fs", st, rc, code, n, wait)
 			}
 		}

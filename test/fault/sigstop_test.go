@@ -106,11 +106,11 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 		t.Fatalf("after A's late marks only %d rows are SENT under B's token, want %d (A overwrote B)", got, n)
 	}
 	// Which mark A wrote depends on what it sees first on waking: the expired publish
-	// deadline (unknown outcome: a RETRY mark) or the broker's late answer (a SENT mark).
-	// Both are fenced alike.
+	// deadline (unknown outcome for the whole batch: a release, and A pauses for the
+	// brokers) or the broker's late answer (a SENT mark). Both are fenced alike.
 	path := "SENT"
 	if a.metric("outbox_send_unknown_total") > 0 {
-		path = "RETRY (unknown outcome)"
+		path = "release (unknown outcome)"
 	}
 	d := verifyDelivery(t, db, tp)
 	t.Logf("events %d, records %d, duplicates %d; A's late %s marks fenced: %d", d.events, d.records, d.duplicates, path, n)
