@@ -126,16 +126,16 @@ cluster-images: images ## The images plus the cluster's own pause (sandbox) imag
 	cd hack/images && go run . -out $(LOCALBIN)/images -only pause
 
 .PHONY: cluster-up
-cluster-up: cluster-deps cluster-assets cluster-images ## Start (idempotently) a one-node cluster on this machine; prints its admin kubeconfig.
+cluster-up: cluster-deps cluster-assets cluster-images ## Start (idempotently) a one-node cluster on this machine; prints its admin kubeconfig. Refuses next to another kubelet, containerd or KUBE-* chains.
 	hack/cluster/up.sh
 
 .PHONY: cluster-down
-cluster-down: ## Stop the local cluster and remove everything it made, then check that nothing is left.
+cluster-down: ## Stop the local cluster and remove what it made (only that), restore the sysctls, then check that nothing is left.
 	hack/cluster/down.sh
 	hack/cluster/check-clean.sh
 
 .PHONY: e2e-cluster
-e2e-cluster: ## The product on a real kubelet: config/default from the local images, pipelines, rollouts, replay, retention, leader hand-over (skips with a reason where the host cannot).
+e2e-cluster: ## Up refuses next to foreign KUBE-* chains/kubelet/containerd/addresses; then the product on a real kubelet with foreign canaries that must survive (skips with a reason where the host cannot; E2E_CLUSTER=require fails).
 	hack/cluster/e2e.sh
 
 ##@ Deployment

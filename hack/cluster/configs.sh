@@ -89,6 +89,14 @@ containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
 # This host has cgroup v1 (hybrid); kubelet 1.35+ refuses it unless told otherwise.
 cgroupDriver: cgroupfs
 failCgroupV1: false
+# Pods live below the cluster's own cgroup root (host.sh makes it), never in a
+# kubepods tree another kubelet on this host may own.
+cgroupRoot: $CGROUP_ROOT
+# The kubelet would otherwise tune kernel settings and never put them back; with
+# this it only checks them, and up.sh sets and down.sh restores them (host.sh).
+protectKernelDefaults: true
+# Container logs under our state (the default is /var/log/pods).
+podLogsDir: $STATE/pod-logs
 failSwapOn: false
 authentication:
   anonymous: {enabled: false}

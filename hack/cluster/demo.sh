@@ -12,15 +12,17 @@ if [ "${DEMO_CLUSTER:-auto}" = off ]; then
 elif ! why=$(supported); then
   why="this host cannot run the cluster: $why"
 else
-  why=""
+  source hack/cluster/host.sh
+  hack/cluster/down.sh >/dev/null 2>&1 || true
+  hack/cluster/check-clean.sh >/dev/null 2>&1 || true
+  if ! why=$(preflight); then why="hack/cluster/up.sh would refuse to start: $why"; else why=""; fi
 fi
 if [ -n "$why" ]; then
   DEMO_FALLBACK_REASON=$why exec go run ./hack/demo
 fi
 
 make --no-print-directory cluster-deps cluster-assets cluster-images >&2
-trap 'hack/cluster/down.sh' EXIT
-hack/cluster/down.sh >/dev/null 2>&1
+trap 'hack/cluster/down.sh && hack/cluster/check-clean.sh >/dev/null' EXIT
 hack/cluster/up.sh >/dev/null
 export_cluster_env
 go run ./hack/demo

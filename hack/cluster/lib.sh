@@ -1,4 +1,4 @@
-# Shared settings of the local one-node cluster (sourced by up.sh, down.sh, env.sh).
+# Shared settings of the local one-node cluster (sourced by every script here).
 # Everything lives on this machine: the node's address is on the loopback interface
 # (this kernel has no dummy interfaces), pods
 # sit on their own bridge with routes only to the node and the service range, and
@@ -13,6 +13,7 @@ CLUSTER_BIN=${CLUSTER_BIN_DIR:-$ROOT/bin/cluster}
 IMAGES=${IMAGES_DIR:-$ROOT/bin/images}
 
 NODE_NAME=outbox-node
+NODE_NET=10.200.0.0/24       # the node's range: up.sh refuses to start when any of it is in use
 NODE_IP=10.200.0.1           # apiserver, kubelet, and the host services pods reach
 NODE_IP_LABEL=lo:outbox      # the node address sits on lo under this label
 POD_BRIDGE=outbox-br0
@@ -24,6 +25,7 @@ APISERVER_PORT=16443
 ETCD_PORT=23790
 ETCD_PEER_PORT=23800
 FW_CHAIN=OUTBOX-CLUSTER      # our FORWARD guard
+CGROUP_ROOT=/outbox-cluster  # the kubelet's cgroupRoot: pods live in <hierarchy>/outbox-cluster/kubepods
 KUBECONFIG_ADMIN=$STATE/admin.kubeconfig
 CONTAINERD_SOCK=$RUN/containerd.sock
 

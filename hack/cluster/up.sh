@@ -4,8 +4,11 @@
 # kubelet and kube-proxy run as local processes; pods are real containers from the
 # images of `make images`, imported into containerd. Idempotent: a second run starts
 # only what is not running. The admin kubeconfig path is printed on the last line.
+# It refuses to start (exit 4, one line saying why) on a host whose state it would
+# share with another installation (hack/cluster/host.sh).
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
+source "$(dirname "$0")/host.sh"
 source "$(dirname "$0")/pki.sh"
 source "$(dirname "$0")/configs.sh"
 
@@ -46,17 +49,11 @@ wait_for() {
   exit 1
 }
 
+# network_up adds the node address and the FORWARD guard (claim_host recorded both).
 network_up() {
   if ! ip -4 -o addr show dev lo | grep -q " $NODE_IP/32 "; then
     ip addr add "$NODE_IP/32" dev lo label "$NODE_IP_LABEL"
   fi
-  # Remember the host's settings so down.sh can put them back.
-  [ -f "$STATE/sysctl.saved" ] || {
-    echo "ip_forward=$(cat /proc/sys/net/ipv4/ip_forward)"
-    echo "bridge_nf=$(cat /proc/sys/net/bridge/bridge-nf-call-iptables)"
-  } >"$STATE/sysctl.saved"
-  # Services backed by pods on the same bridge need bridged traffic to see iptables.
-  echo 1 >/proc/sys/net/bridge/bridge-nf-call-iptables
   # The CNI bridge turns on forwarding; nothing may be forwarded between the pod
   # bridge and any other interface.
   iptables -w -N "$FW_CHAIN" 2>/dev/null || iptables -w -F "$FW_CHAIN"
@@ -66,11 +63,22 @@ network_up() {
   iptables -w -C FORWARD -j "$FW_CHAIN" 2>/dev/null || iptables -w -I FORWARD 1 -j "$FW_CHAIN"
 }
 
-mkdir -p "$STATE/logs" "$STATE/etcd" "$RUN"
-# containerd puts its shim sockets under /run/containerd/s regardless of its state dir:
-# down.sh removes that directory only if we made it.
-[ -d /run/containerd ] || touch "$STATE/run-containerd.made"
+refuse() {
+  log "refusing to start: $1"
+  exit 4
+}
+
+if [ -d "$OWNED" ]; then
+  # A cluster of ours is (partly) up: start what is missing.
+  if why=$(foreign_daemons); then refuse "$why"; fi
+else
+  if ! why=$(preflight); then refuse "$why"; fi
+  claim_host
+fi
+mkdir -p "$STATE/logs" "$STATE/etcd"
 network_up
+set_sysctls
+make_cgroup_roots
 make_pki
 write_configs
 PKI=$STATE/pki
@@ -122,7 +130,7 @@ done
 ctr images label docker.io/library/outbox-pause:dev io.cri-containerd.pinned=pinned >/dev/null
 
 start kubelet "$CLUSTER_BIN/kubelet" --config "$STATE/kubelet.yaml" \
-  --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" \
+  --kubeconfig "$STATE/kubelet.kubeconfig" --root-dir "$STATE/kubelet" --cert-dir "$STATE/kubelet/pki" \
   --node-ip "$NODE_IP" --hostname-override "$NODE_NAME"
 start kube-proxy "$CLUSTER_BIN/kube-proxy" --config "$STATE/kube-proxy.yaml"
 

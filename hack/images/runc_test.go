@@ -23,13 +23,17 @@ import (
 // user 65532:65532, read-only root filesystem, no capabilities, no new privileges,
 // an empty /tmp (the pods' emptyDir), and a network namespace of its own with only
 // loopback.
+//
+// IMAGES_RUNC says what to do on a host that cannot run it: auto (the default) skips
+// saying why, require (CI, .ci/run) fails saying why, skip skips on purpose.
 func TestRunc(t *testing.T) {
+	cannot := runcMode(t)
 	if os.Geteuid() != 0 {
-		t.Skip("TestRunc skipped: needs root to create containers with runc (run `make test-images` as root)")
+		cannot("needs root to create containers with runc (run `make test-images` as root)")
 	}
 	runc, err := exec.LookPath("runc")
 	if err != nil {
-		t.Skip("TestRunc skipped: runc not found in PATH (install it with hack/install-runc.sh or `make runc`)")
+		cannot("runc not found in PATH (install it with hack/install-runc.sh or `make runc`)")
 	}
 	dir := built(t)
 	cases := []struct {
@@ -100,6 +104,23 @@ func TestRunc(t *testing.T) {
 			}
 		})
 	}
+}
+
+// runcMode reads IMAGES_RUNC and returns what to do when the host cannot run the
+// test: skip saying why, or, with IMAGES_RUNC=require, fail saying why.
+func runcMode(t *testing.T) (cannot func(why string)) {
+	t.Helper()
+	switch mode := os.Getenv("IMAGES_RUNC"); mode {
+	case "", "auto":
+		return func(why string) { t.Helper(); t.Skip("TestRunc skipped: " + why) }
+	case "require":
+		return func(why string) { t.Helper(); t.Fatal("TestRunc cannot run here (IMAGES_RUNC=require): " + why) }
+	case "skip":
+		t.Skip("TestRunc skipped (IMAGES_RUNC=skip)")
+	default:
+		t.Fatalf("IMAGES_RUNC must be auto, require or skip, not %q", mode)
+	}
+	return nil
 }
 
 // syncBuffer is a bytes.Buffer safe for runc's two output copiers and the poller.
