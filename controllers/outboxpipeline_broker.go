@@ -34,9 +34,9 @@ func brokerUnavailableMessage(w outboxstats.Workers) string {
 	if !w.BrokerDownSince.IsZero() {
 		since = " since " + w.BrokerDownSince.UTC().Truncate(time.Second).Format(time.RFC3339)
 	}
-	return fmt.Sprintf("%d of %d workers cannot reach any Kafka broker%s%s; claims are paused and no attempts are counted, "+
-		"so nothing goes DEAD because of it. Check that the brokers answer from the relay pods' network and the TLS/SASL "+
-		"Secrets; the workers resume by themselves, no replay is needed", w.BrokerDown, w.Reporting, code, since)
+	return fmt.Sprintf("%d of %d workers cannot write to any Kafka broker%s%s; claims are paused and no attempts are counted, "+
+		"so nothing goes DEAD because of it. Check that the brokers answer from the relay pods' network and accept writes "+
+		"(in-sync replicas for acks=all, broker maintenance) and the TLS/SASL Secrets; the workers resume by themselves, no replay is needed", w.BrokerDown, w.Reporting, code, since)
 }
 
 // brokerHint explains a WorkersNotReady with the workers' own reports: relay pods are

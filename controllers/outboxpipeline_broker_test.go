@@ -55,7 +55,7 @@ var _ = Describe("OutboxPipeline broker reports", func() {
 		Expect(time.Since(cur.Status.BrokerUnavailableSince.Time)).To(BeNumerically("~", 2*time.Minute, 30*time.Second),
 			"the stale worker's hour-old report is ignored")
 		msg := condition(cur.Status.Conditions, outboxv1.ConditionDegraded).Message
-		Expect(msg).To(HavePrefix("1 of 2 workers cannot reach any Kafka broker (BROKER_UNAVAILABLE) since " +
+		Expect(msg).To(HavePrefix("1 of 2 workers cannot write to any Kafka broker (BROKER_UNAVAILABLE) since " +
 			cur.Status.BrokerUnavailableSince.UTC().Format(time.RFC3339) + "; claims are paused and no attempts are counted"))
 		Expect(condition(cur.Status.Conditions, outboxv1.ConditionReady)).To(And(
 			HaveField("Reason", outboxv1.ReasonWorkersNotReady),
@@ -86,13 +86,13 @@ func TestBrokerUnavailableMessage(t *testing.T) {
 	}
 	since := time.Date(2026, 5, 1, 10, 0, 0, 700_000_000, time.FixedZone("CEST", 2*3600))
 	m := brokerUnavailableMessage(outboxstats.Workers{Reporting: 3, BrokerDown: 2, BrokerDownSince: since, BrokerErrorCode: "TLS_HANDSHAKE_FAILED"})
-	want := "2 of 3 workers cannot reach any Kafka broker (TLS_HANDSHAKE_FAILED) since 2026-05-01T08:00:00Z; claims are paused"
+	want := "2 of 3 workers cannot write to any Kafka broker (TLS_HANDSHAKE_FAILED) since 2026-05-01T08:00:00Z; claims are paused"
 	if len(m) < len(want) || m[:len(want)] != want {
 		t.Fatalf("message %q, want prefix %q", m, want)
 	}
 	// A worker that says neither why nor since when still counts.
 	m = brokerUnavailableMessage(outboxstats.Workers{Reporting: 1, BrokerDown: 1})
-	if want := "1 of 1 workers cannot reach any Kafka broker; claims"; len(m) < len(want) || m[:len(want)] != want {
+	if want := "1 of 1 workers cannot write to any Kafka broker; claims"; len(m) < len(want) || m[:len(want)] != want {
 		t.Fatalf("message %q, want prefix %q", m, want)
 	}
 }

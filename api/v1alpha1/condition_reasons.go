@@ -29,7 +29,8 @@ const (
 	// ReasonTableMissing (Ready=False, Degraded=True): the outbox table does not exist.
 	ReasonTableMissing = "TableMissing"
 	// ReasonBrokerUnavailable (Degraded=True): at least one relay worker with a fresh
-	// heartbeat reports that it cannot reach any Kafka broker and has paused claiming.
+	// heartbeat reports that no Kafka broker takes its writes (none reachable, or every
+	// produce of a batch refused) and has paused claiming.
 	// It wins over EventsDelayed (the outage explains the delay), while
 	// DatabaseUnreachable and TableMissing win over it (the reports live in the database).
 	ReasonBrokerUnavailable = "BrokerUnavailable"

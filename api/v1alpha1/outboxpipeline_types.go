@@ -376,7 +376,7 @@ type OutboxPipelineStatus struct {
 
 	// Conditions: Ready (workers up and database reachable), Progressing (a rollout is
 	// in flight), Degraded (needs a human: database unreachable, table missing, workers
-	// cannot reach any Kafka broker, events delayed past the threshold, dead events
+	// cannot write to any Kafka broker, events delayed past the threshold, dead events
 	// increasing).
 	// +listType=map
 	// +listMapKey=type

@@ -51,7 +51,7 @@ func TestOutboxPipelineHealth(t *testing.T) {
 		{name: "change rolling out", obj: changing, kstatus: status.InProgressStatus, today: status.InProgressStatus,
 			argo: "Progressing", argoMsg: "RollingOut"},
 		{name: "brokers unreachable", obj: brokerDown, kstatus: status.CurrentStatus, today: status.CurrentStatus,
-			argo: "Degraded", argoMsg: "BrokerUnavailable: 1 of 1 workers cannot reach any Kafka broker"},
+			argo: "Degraded", argoMsg: "BrokerUnavailable: 1 of 1 workers cannot write to any Kafka broker"},
 	})
 }
 
