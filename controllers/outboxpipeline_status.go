@@ -63,11 +63,16 @@ func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outb
 func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
 	dsn string) (outboxstats.Stats, *refProblem) {
 	ref := p.Spec.Source.DSNSecretRef
-	db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn)
+	db, release, err := r.Pools.GetRead(ctx, poolKey(p.Namespace, p.Name), dsn)
+	if errors.Is(err, outboxstats.ErrDatabaseBusy) {
+		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %v (the operator's reads of this database are waiting for it)", table, err)}
+	}
 	if err != nil {
 		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 			"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
 	}
+	defer release()
 	s, err := outboxstats.Read(ctx, db, table)
 	if err == nil {
 		return s, nil

@@ -44,7 +44,7 @@ func CacheByObject() map[client.Object]cache.ByObject {
 func NeverCached() []client.Object { return []client.Object{&corev1.Secret{}} }
 
 // SetupAll registers the three reconcilers with mgr. relayImage is the default relay
-// image (RELAY_IMAGE); pools are shared so one pipeline has one small DB pool.
+// image (RELAY_IMAGE); pools are shared so one database has one bounded pool.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *outboxstats.Pools) error {
 	if relayImage == "" {
 		relayImage = DefaultRelayImage
