@@ -27,9 +27,6 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
-// heartbeat is how stale status.lastCheckTime may get when no count changes.
-const heartbeat = time.Minute
-
 // setNotReady reports a problem that stopped the pass before the children were applied.
 func setNotReady(st *outboxv1.OutboxPipelineStatus, gen int64, problem *refProblem) {
 	setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, problem.Reason, problem.Message)
@@ -87,7 +84,10 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 }
 
 // recordStats copies a snapshot into st. lastCheckTime moves only when a value changed
-// or the heartbeat is due, so a quiet pipeline is not rewritten on every pass.
+// (or on the first read): an idle pipeline's status is never rewritten, even to say it
+// was read. How recent the last read is, the manager says with the metric
+// outbox_pipeline_status_read_timestamp_seconds instead; a failed read changes the
+// conditions.
 func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now time.Time) {
 	prev := *st
 	if st.LastCheckTime != nil && s.Dead > st.Dead {
@@ -105,7 +105,7 @@ func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now tim
 		!equality.Semantic.DeepEqual(prev.OldestPendingTime, st.OldestPendingTime) ||
 		!equality.Semantic.DeepEqual(prev.LastPublishTime, st.LastPublishTime) ||
 		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
-	if changed || st.LastCheckTime == nil || now.Sub(st.LastCheckTime.Time) >= heartbeat {
+	if changed || st.LastCheckTime == nil {
 		st.LastCheckTime = &metav1.Time{Time: now}
 	}
 }
