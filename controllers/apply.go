@@ -10,8 +10,10 @@ package controllers
 // server-side apply under one field owner, forced, so after each pass a child holds
 // what the builders say. A hand edit (replicas, image) or a deleted child is put back
 // on the next pass, and every child kind is Owned(), so the edit itself queues that
-// pass. An apply that changes nothing is a no-op on the API server: no write and no
-// new resourceVersion, so a steady state costs one PATCH request per child and pass.
+// pass. An apply that changes nothing is a no-op on the API server (no write, no new
+// resourceVersion), but still a request; with an appliedCache (applied.go) a child
+// whose desired content and live resourceVersion are what the last apply left is not
+// sent at all, so a steady state costs no requests.
 
 import (
 	"context"
@@ -44,6 +46,8 @@ type childApplier struct {
 	// api reads what the cache cannot see: a same-named object without the label.
 	api    client.Reader
 	scheme *runtime.Scheme
+	// applied, when set, skips applies that would change nothing (applied.go).
+	applied *appliedCache
 }
 
 // apply server-side applies each desired child of owner, in order. On return each
@@ -87,7 +91,7 @@ func (a childApplier) applyOne(ctx context.Context, owner, desired client.Object
 			return err
 		}
 	}
-	return a.serverSideApply(ctx, gvk, desired)
+	return a.serverSideApply(ctx, gvk, desired, live)
 }
 
 // lookup returns the live object at key, or nil when there is none. A cache miss is
@@ -149,11 +153,23 @@ func (a childApplier) upgradeFromUpdate(ctx context.Context, live client.Object,
 	return nil
 }
 
-// serverSideApply applies obj and decodes the server's answer back into it.
-func (a childApplier) serverSideApply(ctx context.Context, gvk schema.GroupVersionKind, obj client.Object) error {
+// serverSideApply applies obj and decodes the server's answer back into it; when
+// the applied cache says live already is what this apply would leave, obj gets live
+// instead and nothing is sent.
+func (a childApplier) serverSideApply(ctx context.Context, gvk schema.GroupVersionKind, obj, live client.Object) error {
 	u, err := applyContent(obj, gvk)
 	if err != nil {
 		return err
+	}
+	// The owner reference is in the content, so the hash covers the owner too.
+	owner := metav1.GetControllerOf(obj)
+	hash, err := contentHash(u)
+	if err != nil {
+		return err
+	}
+	k := keyOf(gvk, obj)
+	if a.applied.unchanged(k, hash, live) {
+		return copyObject(live, obj)
 	}
 	if err := a.c.Apply(ctx, client.ApplyConfigurationFromUnstructured(u),
 		client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
@@ -161,6 +177,9 @@ func (a childApplier) serverSideApply(ctx context.Context, gvk schema.GroupVersi
 	}
 	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(u.Object, obj); err != nil {
 		return fmt.Errorf("decode applied %s %s: %w", gvk.Kind, obj.GetName(), err)
+	}
+	if owner != nil {
+		a.applied.record(k, client.ObjectKey{Namespace: obj.GetNamespace(), Name: owner.Name}, hash, obj.GetResourceVersion())
 	}
 	return nil
 }

@@ -45,8 +45,8 @@ func resolveConsumer(ctx context.Context, reader client.Reader, rp *outboxv1.Dea
 	return string(values.Data[ref.Ref]), nil
 }
 
-// consumerPoolKey: one pool per consumer database Secret key, shared by the replays
-// naming it. It cannot meet a pipeline's key (namespace/pipeline): names hold no '/'.
+// consumerPoolKey: the consumer database Secret key as a user of its database's pool
+// (one user for all the replays naming it). It cannot meet a pipeline's key (namespace/pipeline): names hold no '/'.
 // forgetConsumerPool closes a finished consumer replay's pool: nothing else reads that
 // database, and a later replay of the same consumer opens it again.
 func (r *DeadLetterReplayReconciler) forgetConsumerPool(rp *outboxv1.DeadLetterReplay) {
@@ -68,10 +68,11 @@ func (r *DeadLetterReplayReconciler) readConsumerReplay(ctx context.Context, rp 
 	if err != nil {
 		return
 	}
-	db, err := r.Pools.Get(consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn)
+	db, release, err := r.Pools.GetRead(ctx, consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn)
 	if err != nil {
 		return
 	}
+	defer release()
 	rctx, cancel := context.WithTimeout(ctx, outboxstats.Timeout)
 	defer cancel()
 	rec, found, err := inbox.FindReplay(rctx, db, t.Schema, t.Group, st.ReplayID)

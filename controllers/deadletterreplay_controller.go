@@ -172,10 +172,11 @@ func (r *DeadLetterReplayReconciler) readAudit(ctx context.Context, rp *outboxv1
 	if err != nil {
 		return
 	}
-	db, err := r.Pools.Get(poolKey(rp.Namespace, res.P.Name), res.DSN)
+	db, release, err := r.Pools.GetRead(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN)
 	if err != nil {
 		return
 	}
+	defer release()
 	a, found, err := outboxstats.ReadReplayAudit(ctx, db, res.Table, st.ReplayID)
 	if err != nil || !found {
 		return

@@ -48,6 +48,9 @@ type OutboxPipelineReconciler struct {
 	// SlotReplacedFor is how long the SlotReplaced condition stays after a slot was
 	// replaced; DefaultSlotReplacedFor when 0.
 	SlotReplacedFor time.Duration
+	// applied skips child applies that would change nothing (applied.go); nil
+	// applies every child on every pass. SetupWithManager sets it.
+	applied *appliedCache
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines,verbs=get;list;watch;patch;update
@@ -134,6 +137,7 @@ func (r *OutboxPipelineReconciler) fetch(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &p); err != nil {
 		if apierrors.IsNotFound(err) {
 			r.Pools.Forget(poolKey(req.Namespace, req.Name))
+			r.applied.forgetOwner(req.NamespacedName)
 			pipelineMetrics.forget(req.Namespace, req.Name)
 			return nil, nil
 		}
@@ -189,7 +193,7 @@ func (r *OutboxPipelineReconciler) desiredChildren(p *outboxv1.OutboxPipeline, s
 
 // applyChildren applies every child; on return each holds its live state.
 func (r *OutboxPipelineReconciler) applyChildren(ctx context.Context, p *outboxv1.OutboxPipeline, children relayChildren) error {
-	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.apply(ctx, p, children.objects()...)
+	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme, applied: r.applied}.apply(ctx, p, children.objects()...)
 }
 
 func (r *OutboxPipelineReconciler) now() time.Time {
@@ -204,6 +208,9 @@ func (r *OutboxPipelineReconciler) now() time.Time {
 func (r *OutboxPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if r.Pools == nil {
 		r.Pools = outboxstats.NewPools()
+	}
+	if r.applied == nil {
+		r.applied = newAppliedCache()
 	}
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {

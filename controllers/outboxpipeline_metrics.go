@@ -39,6 +39,9 @@ type pipelineGauges struct {
 	slotLag, slotActive *prometheus.GaugeVec
 	// Always present while the pipeline exists.
 	dbReachable, workersReady, workersDesired *prometheus.GaugeVec
+	// Set by every pass that read the table, kept while reads fail: how old the
+	// status's numbers are, without a status write per pass.
+	readTimestamp *prometheus.GaugeVec
 }
 
 func newPipelineGauges() *pipelineGauges {
@@ -65,6 +68,8 @@ func newPipelineGauges() *pipelineGauges {
 			"1 while a relay worker streams from the pipeline's replication slot, 0 while none does (LogicalReplication)."),
 		workersReady:   g("workers_ready", "Ready relay pods of the pipeline's Deployment."),
 		workersDesired: g("workers_desired", "Desired relay pods (0 while spec.paused)."),
+		readTimestamp: g("status_read_timestamp_seconds",
+			"Unix time of the last status pass that read the outbox table; kept while reads fail."),
 	}
 }
 
@@ -74,7 +79,7 @@ func (m *pipelineGauges) tableVecs() []*prometheus.GaugeVec {
 
 func (m *pipelineGauges) collectors() []prometheus.Collector {
 	var out []prometheus.Collector
-	for _, v := range append(m.tableVecs(), m.dbReachable, m.workersReady, m.workersDesired) {
+	for _, v := range append(m.tableVecs(), m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp) {
 		out = append(out, v)
 	}
 	return out
@@ -98,6 +103,7 @@ func (m *pipelineGauges) observe(p *outboxv1.OutboxPipeline, st *outboxv1.Outbox
 		return
 	}
 	m.dbReachable.WithLabelValues(ns, name).Set(1)
+	m.readTimestamp.WithLabelValues(ns, name).Set(float64(now.UnixNano()) / 1e9)
 	m.pending.WithLabelValues(ns, name).Set(float64(s.Pending))
 	m.sending.WithLabelValues(ns, name).Set(float64(s.Sending))
 	m.retrying.WithLabelValues(ns, name).Set(float64(s.Retrying))
@@ -134,7 +140,7 @@ func (m *pipelineGauges) unread(ns, name string) {
 // forget deletes every series of a deleted pipeline.
 func (m *pipelineGauges) forget(ns, name string) {
 	m.unread(ns, name)
-	for _, v := range []*prometheus.GaugeVec{m.dbReachable, m.workersReady, m.workersDesired} {
+	for _, v := range []*prometheus.GaugeVec{m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp} {
 		v.DeleteLabelValues(ns, name)
 	}
 }

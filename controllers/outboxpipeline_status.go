@@ -28,9 +28,6 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
-// heartbeat is how stale status.lastCheckTime may get when no count changes.
-const heartbeat = time.Minute
-
 // setNotReady reports a problem that stopped the pass before the children were applied.
 func setNotReady(st *outboxv1.OutboxPipelineStatus, gen int64, problem *refProblem) {
 	setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, problem.Reason, problem.Message)
@@ -64,11 +61,16 @@ func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outb
 func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
 	dsn string) (outboxstats.Stats, *refProblem) {
 	ref := p.Spec.Source.DSNSecretRef
-	db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn)
+	db, release, err := r.Pools.GetRead(ctx, poolKey(p.Namespace, p.Name), dsn)
+	if errors.Is(err, outboxstats.ErrDatabaseBusy) {
+		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %v (the operator's reads of this database are waiting for it)", table, err)}
+	}
 	if err != nil {
 		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 			"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
 	}
+	defer release()
 	s, err := outboxstats.Read(ctx, db, table)
 	if err == nil {
 		return s, nil
@@ -83,7 +85,10 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 }
 
 // recordStats copies a snapshot into st. lastCheckTime moves only when a value changed
-// or the heartbeat is due, so a quiet pipeline is not rewritten on every pass.
+// (or on the first read): an idle pipeline's status is never rewritten, even to say it
+// was read. How recent the last read is, the manager says with the metric
+// outbox_pipeline_status_read_timestamp_seconds instead; a failed read changes the
+// conditions.
 func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now time.Time) {
 	prev := *st
 	if st.LastCheckTime != nil && s.Dead > st.Dead {
@@ -101,7 +106,7 @@ func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now tim
 		!equality.Semantic.DeepEqual(prev.OldestPendingTime, st.OldestPendingTime) ||
 		!equality.Semantic.DeepEqual(prev.LastPublishTime, st.LastPublishTime) ||
 		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
-	if changed || st.LastCheckTime == nil || now.Sub(st.LastCheckTime.Time) >= heartbeat {
+	if changed || st.LastCheckTime == nil {
 		st.LastCheckTime = &metav1.Time{Time: now}
 	}
 }

@@ -39,7 +39,7 @@ type RetentionPolicyReconciler struct {
 	Scheme     *runtime.Scheme
 	Recorder   events.EventRecorder
 	RelayImage string
-	// Pools are shared with the pipeline controller: one small pool per pipeline.
+	// Pools are shared with the pipeline controller: one bounded pool per database.
 	Pools *outboxstats.Pools
 }
 

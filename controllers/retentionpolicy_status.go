@@ -104,9 +104,10 @@ func recordRun(rp *outboxv1.RetentionPolicy, run outboxstats.ArchiveRun, dsn str
 
 // lastRun reads the newest recorded run (bounded by outboxstats.Timeout).
 func (r *RetentionPolicyReconciler) lastRun(ctx context.Context, rp *outboxv1.RetentionPolicy, res *resolvedPipeline) (outboxstats.ArchiveRun, bool, error) {
-	db, err := r.Pools.Get(poolKey(rp.Namespace, res.P.Name), res.DSN)
+	db, release, err := r.Pools.GetRead(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN)
 	if err != nil {
 		return outboxstats.ArchiveRun{}, false, err
 	}
+	defer release()
 	return outboxstats.ReadLastArchiveRun(ctx, db, res.Table, ArchivePolicyKey(rp))
 }

@@ -54,7 +54,7 @@ func WithSlotReplacedFor(d time.Duration) Option {
 }
 
 // SetupAll registers the three reconcilers with mgr. relayImage is the default relay
-// image (RELAY_IMAGE); pools are shared so one pipeline has one small DB pool.
+// image (RELAY_IMAGE); pools are shared so one database has one bounded pool.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *outboxstats.Pools, opts ...Option) error {
 	if relayImage == "" {
 		relayImage = DefaultRelayImage

@@ -90,30 +90,28 @@ func New(db *sql.DB, schemaName, group string) (*Store, error) {
 // Group is the consumer group the Store records for.
 func (s *Store) Group() string { return s.group }
 
-// Migrate creates the consumer tables in schemaName (idempotent).
+// Migrate creates the consumer tables in schemaName (idempotent). It is safe to run
+// from several consumers at once and alongside `relayworker migrate` in the same
+// schema: the statements run in one transaction under the schema's DDL lock
+// (schema.MigrateShared), which the relay's migrate takes too for message_consume.
 func Migrate(ctx context.Context, db *sql.DB, schemaName string) error {
 	if err := pgident.Validate("schema", schemaName); err != nil {
 		return fmt.Errorf("inbox: %w", err)
 	}
 	s := pgident.Quote(schemaName)
-	stmts := []string{
-		`CREATE SCHEMA IF NOT EXISTS ` + s,
-		schema.ConsumeTableDDL(schemaName),
-		`CREATE TABLE IF NOT EXISTS ` + s + `.` + pgident.Quote(VersionTable) + ` (
+	stmts := append(schema.SharedStatements(schemaName),
+		`CREATE TABLE IF NOT EXISTS `+s+`.`+pgident.Quote(VersionTable)+` (
     consumer_group text   NOT NULL,
     aggregate_type text   NOT NULL,
     aggregate_id   text   NOT NULL,
     last_version   bigint NOT NULL,
     updated_at     timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_group, aggregate_type, aggregate_id)
-)`,
-	}
+)`)
 	stmts = append(stmts, parkedDDL(s)...)
 	stmts = append(stmts, commandDDL(s)...)
-	for _, stmt := range stmts {
-		if _, err := db.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("inbox migrate: %w", err)
-		}
+	if err := schema.MigrateShared(ctx, db, schemaName, stmts); err != nil {
+		return fmt.Errorf("inbox migrate: %w", err)
 	}
 	return nil
 }

@@ -451,8 +451,12 @@ type OutboxPipelineStatus struct {
 	// +optional
 	DeadLastIncreaseTime *metav1.Time `json:"deadLastIncreaseTime,omitempty"`
 
-	// LastCheckTime is when the outbox table was last read successfully. To keep status
-	// writes cheap it is refreshed when a count changes, and at least every minute.
+	// LastCheckTime is when a read of the outbox table last found a change (a count, the
+	// oldest pending or last publish time, the workers' broker reports), or the first
+	// successful read. It is not refreshed while nothing changes, so an idle pipeline's
+	// status is not rewritten: the time of the last read is the manager metric
+	// outbox_pipeline_status_read_timestamp_seconds, and a failed read turns Ready
+	// False (DatabaseUnreachable).
 	// +optional
 	LastCheckTime *metav1.Time `json:"lastCheckTime,omitempty"`
 

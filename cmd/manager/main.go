@@ -39,6 +39,7 @@ func main() {
 func run() error {
 	var metricsAddr, probeAddr, relayImage, leaderNS, watchNS string
 	var leaderElect bool
+	var dbMaxConns int
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
 		defImage = controllers.DefaultRelayImage
@@ -49,9 +50,14 @@ func run() error {
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces whose resources the manager reconciles (default: all)")
 	flag.StringVar(&relayImage, "relay-image", defImage, "default relay worker image (env RELAY_IMAGE); an OutboxPipeline's spec.image overrides it")
+	flag.IntVar(&dbMaxConns, "database-max-connections", outboxstats.DefaultMaxConns,
+		"connections the manager opens to one database at most, shared by every pipeline, replay and retention policy on it (at least 1)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if dbMaxConns < 1 {
+		return fmt.Errorf("--database-max-connections=%d: must be at least 1", dbMaxConns)
+	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
 	namespaces, err := parseWatchNamespaces(watchNS)
@@ -85,7 +91,7 @@ func run() error {
 		return fmt.Errorf("create manager: %w", err)
 	}
 	ctx := ctrl.SetupSignalHandler()
-	pools := outboxstats.NewPools()
+	pools := outboxstats.NewPoolsMax(dbMaxConns)
 	defer pools.Close()
 	if err := controllers.SetupAll(ctx, mgr, relayImage, pools); err != nil {
 		return err
@@ -98,7 +104,8 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces)
+	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
+		"databaseMaxConnections", dbMaxConns)
 	return mgr.Start(ctx)
 }
 

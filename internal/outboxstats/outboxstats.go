@@ -13,7 +13,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
@@ -137,78 +136,6 @@ func classify(t pgident.Table, err error) error {
 		return fmt.Errorf("database did not answer within the timeout: %w", err)
 	}
 	return err
-}
-
-// Pools keeps one small *sql.DB per key (a pipeline), reopened when its DSN changes.
-// DSNs are only held in memory, keyed by their hash.
-type Pools struct {
-	mu    sync.Mutex
-	pools map[string]pool
-	// Open is sql.Open by default; tests may replace it.
-	Open func(driver, dsn string) (*sql.DB, error)
-}
-
-type pool struct {
-	dsnHash string
-	db      *sql.DB
-}
-
-// NewPools returns an empty Pools.
-func NewPools() *Pools { return &Pools{pools: map[string]pool{}, Open: sql.Open} }
-
-// Get returns the pool for key, opening (or reopening after a DSN change) as needed.
-func (p *Pools) Get(key, dsn string) (*sql.DB, error) {
-	h := Hash(dsn)
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur, ok := p.pools[key]; ok {
-		if cur.dsnHash == h {
-			return cur.db, nil
-		}
-		_ = cur.db.Close()
-		delete(p.pools, key)
-	}
-	db, err := p.Open("postgres", dsn)
-	if err != nil {
-		// lib/pq parse errors can quote parts of the DSN: keep them out of messages.
-		return nil, errors.New("the DSN in the Secret cannot be parsed")
-	}
-	db.SetMaxOpenConns(2)
-	db.SetMaxIdleConns(1)
-	db.SetConnMaxIdleTime(time.Minute)
-	db.SetConnMaxLifetime(10 * time.Minute)
-	p.pools[key] = pool{dsnHash: h, db: db}
-	return db, nil
-}
-
-// Existing returns the pool for key opened by an earlier Get, or nil.
-func (p *Pools) Existing(key string) *sql.DB {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur, ok := p.pools[key]; ok {
-		return cur.db
-	}
-	return nil
-}
-
-// Forget closes and drops the pool for key.
-func (p *Pools) Forget(key string) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if cur, ok := p.pools[key]; ok {
-		_ = cur.db.Close()
-		delete(p.pools, key)
-	}
-}
-
-// Close closes every pool.
-func (p *Pools) Close() {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for k, cur := range p.pools {
-		_ = cur.db.Close()
-		delete(p.pools, k)
-	}
 }
 
 // Hash is a short, non-reversible fingerprint of a secret value.

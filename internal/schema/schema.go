@@ -58,34 +58,62 @@ type Options struct {
 func Channel(t pgident.Table) string { return t.Name }
 
 // Migrate creates (or completes) the outbox table, its indexes and side tables. It is
-// idempotent and safe to run from several pods at once (transaction-scoped advisory
-// lock keyed on the table).
+// idempotent and safe to run from several pods at once, for one table or for many
+// tables of one schema: the objects a whole schema shares (the schema itself and
+// message_consume) are created first under the schema's lock (MigrateShared), then the
+// table's own objects under a transaction-scoped advisory lock keyed on the table. No
+// transaction holds both locks, so two migrates cannot deadlock.
 func Migrate(ctx context.Context, db *sql.DB, t pgident.Table, opts Options) error {
+	if err := MigrateShared(ctx, db, t.Schema, SharedStatements(t.Schema)); err != nil {
+		return fmt.Errorf("migrate %s: %w", t, err)
+	}
+	return inTx(ctx, db, "outbox-migrate:"+t.String(), Statements(t, opts), func(err error) error {
+		return fmt.Errorf("migrate %s: %w", t, err)
+	})
+}
+
+// SharedStatements is the DDL of the objects every outbox table of a schema shares.
+func SharedStatements(schemaName string) []string {
+	return []string{`CREATE SCHEMA IF NOT EXISTS ` + pgident.Quote(schemaName), ConsumeTableDDL(schemaName)}
+}
+
+// MigrateShared runs stmts in one transaction holding the schema's DDL lock. Every
+// migrate that creates an object more than one caller may create in schemaName (the
+// schema, message_consume, the inbox tables) runs it through here: "IF NOT EXISTS" is
+// not safe against a concurrent creator, the loser fails on a catalog unique index
+// (pg_namespace_nspname_index, pg_type_typname_nsp_index).
+func MigrateShared(ctx context.Context, db *sql.DB, schemaName string, stmts []string) error {
+	return inTx(ctx, db, "outbox-migrate-schema:"+schemaName, stmts, func(err error) error { return err })
+}
+
+// inTx runs stmts in one transaction after taking the advisory lock lockKey; wrap
+// adds the caller's context to an error.
+func inTx(ctx context.Context, db *sql.DB, lockKey string, stmts []string, wrap func(error) error) error {
 	tx, err := db.BeginTx(ctx, nil)
 	if err != nil {
-		return fmt.Errorf("migrate %s: begin: %w", t, err)
+		return wrap(fmt.Errorf("begin: %w", err))
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, "outbox-migrate:"+t.String()); err != nil {
-		return fmt.Errorf("migrate %s: lock: %w", t, err)
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock(hashtext($1))`, lockKey); err != nil {
+		return wrap(fmt.Errorf("lock: %w", err))
 	}
-	for _, stmt := range Statements(t, opts) {
+	for _, stmt := range stmts {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			return fmt.Errorf("migrate %s: %w (statement: %s)", t, err, firstLine(stmt))
+			return wrap(fmt.Errorf("%w (statement: %s)", err, firstLine(stmt)))
 		}
 	}
 	if err := tx.Commit(); err != nil {
-		return fmt.Errorf("migrate %s: commit: %w", t, err)
+		return wrap(fmt.Errorf("commit: %w", err))
 	}
 	return nil
 }
 
-// Statements returns the DDL Migrate runs, in order.
+// Statements returns the DDL of the table's own objects that Migrate runs, in order,
+// after SharedStatements.
 func Statements(t pgident.Table, opts Options) []string {
 	q := t.Qualified()
 	nonTerminal := `status IN ` + NonTerminalIn
 	stmts := []string{
-		`CREATE SCHEMA IF NOT EXISTS ` + pgident.Quote(t.Schema),
 		`CREATE TABLE IF NOT EXISTS ` + q + ` (
     event_id           text        PRIMARY KEY,
     aggregate_type     text        NOT NULL,
@@ -171,8 +199,6 @@ func Statements(t pgident.Table, opts Options) []string {
 )`,
 
 		WorkersDDL(t),
-
-		ConsumeTableDDL(t.Schema),
 	}
 	if opts.NotifyTrigger {
 		fn := pgident.Quote(t.Schema) + "." + t.Ident("_notify")

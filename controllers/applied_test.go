@@ -1,0 +1,76 @@
+package controllers
+
+import (
+	"context"
+	"sync/atomic"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/ptr"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+)
+
+// An idle pipeline sends no child applies at all once its children are applied, and a
+// hand edit of a child is still put back (issue 19).
+var _ = Describe("OutboxPipeline children, applied only when something changed", func() {
+	It("sends no apply on idle passes, and applies the hand-edited Deployment again", func() {
+		ns := newNamespace()
+		dsn, _, _ := migratedDB()
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "quiet", "db"))).To(Succeed())
+		Eventually(getPipeline(ns, "quiet")).Should(HaveField("Status.Workers", "0/2"))
+
+		// A reconciler driven by hand, as after a restart (empty applied cache), whose
+		// client counts the applies it sends and passes them on unchanged.
+		direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+		Expect(err).NotTo(HaveOccurred())
+		var applies atomic.Int64
+		counting := interceptor.NewClient(direct, interceptor.Funcs{
+			Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+				applies.Add(1)
+				return c.Apply(ctx, obj, opts...)
+			},
+		})
+		r := &OutboxPipelineReconciler{Client: counting, APIReader: k8sClient, Scheme: scheme,
+			RelayImage: "outbox-relayworker:test", Pools: pools, applied: newAppliedCache()}
+		req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "quiet"}}
+		pass := func() int64 {
+			before := applies.Load()
+			_, err := r.Reconcile(suiteCtx, req)
+			Expect(err).NotTo(HaveOccurred())
+			return applies.Load() - before
+		}
+		Expect(pass()).To(Equal(int64(4)), "the first pass after a restart applies each child once")
+		for i := range 3 {
+			Expect(pass()).To(BeZero(), "idle pass %d", i+1)
+		}
+
+		By("a hand edit of the Deployment")
+		key := client.ObjectKey{Namespace: ns, Name: "quiet-relay"}
+		Eventually(func() error {
+			var dep appsv1.Deployment
+			Expect(k8sClient.Get(suiteCtx, key, &dep)).To(Succeed())
+			dep.Spec.Replicas = ptr.To[int32](5)
+			return k8sClient.Update(suiteCtx, &dep)
+		}).Should(Succeed())
+		// The manager corrects it too (it watches the Deployment); either way the live
+		// resourceVersion moved, so this pass applies the Deployment and nothing else.
+		Expect(pass()).To(Equal(int64(1)))
+		var dep appsv1.Deployment
+		Expect(k8sClient.Get(suiteCtx, key, &dep)).To(Succeed())
+		Expect(*dep.Spec.Replicas).To(Equal(int32(2)), "the hand edit is corrected")
+		Expect(pass()).To(BeZero(), "and the pass after is idle again")
+
+		By("a spec change is applied")
+		p := getPipeline(ns, "quiet")()
+		p.Spec.Relay.Replicas = ptr.To[int32](3)
+		Expect(k8sClient.Update(suiteCtx, p)).To(Succeed())
+		Expect(pass()).To(BeNumerically(">=", 1))
+		Expect(k8sClient.Get(suiteCtx, key, &dep)).To(Succeed())
+		Expect(*dep.Spec.Replicas).To(Equal(int32(3)))
+	})
+})
