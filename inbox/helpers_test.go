@@ -119,6 +119,22 @@ func runUntil(t *testing.T, c *inbox.Consumer, r inbox.Fetcher, tl *tally) {
 	}
 }
 
+// startRun runs c on r in the background for the rest of the test; at its end it
+// stops Run, checks that Run returned only because it was stopped, and closes r.
+func startRun(t *testing.T, c *inbox.Consumer, r *kafka.Reader) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	errc := make(chan error, 1)
+	go func() { errc <- c.Run(ctx, r) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-errc; err != context.Canceled {
+			t.Errorf("Run returned %v, want context.Canceled", err)
+		}
+		r.Close()
+	})
+}
+
 // parkedRows returns event_id -> error_code of the group's PARKED rows.
 func parkedRows(t *testing.T, db *sql.DB, group string) map[string]string {
 	t.Helper()

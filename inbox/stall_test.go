@@ -182,17 +182,7 @@ func TestGatewayTimeoutWithDefaultOptions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := reader(b, "points")
-	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx, r) }()
-	defer func() {
-		cancel()
-		if err := <-errc; err != context.Canceled {
-			t.Errorf("Run returned %v", err)
-		}
-	}()
+	startRun(t, c, reader(b, "points"))
 	// The clock starts at the first call of the handler: the group join is not the
 	// consumer's doing.
 	select {

@@ -63,17 +63,7 @@ func TestUnhandledAgeGrowsWhileAHandlerBlocks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := reader(b, "points")
-	defer r.Close()
-	ctx, cancel := context.WithCancel(context.Background())
-	errc := make(chan error, 1)
-	go func() { errc <- c.Run(ctx, r) }()
-	defer func() {
-		cancel()
-		if err := <-errc; err != context.Canceled {
-			t.Errorf("Run returned %v", err)
-		}
-	}()
+	startRun(t, c, reader(b, "points"))
 
 	first := waitFor(t, 20*time.Second, "the stuck message's age above 0.5s", func() (float64, bool) {
 		age, ok := unhandledAge(t, reg, "points", "payments")
