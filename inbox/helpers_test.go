@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/inbox"
@@ -177,35 +174,3 @@ type (
 func id(i int) string { return strconv.Itoa(i) }
 
 func fmtList(s []string) string { return fmt.Sprint(s) }
-
-// logLines is a logr sink that keeps every line as JSON, for tests that check what a
-// consumer says.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.NewJSON(func(obj string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, obj)
-	}, funcr.Options{})
-}
-
-// count returns how many lines contain every one of parts.
-func (l *logLines) count(parts ...string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-next:
-	for _, line := range l.lines {
-		for _, p := range parts {
-			if !strings.Contains(line, p) {
-				continue next
-			}
-		}
-		n++
-	}
-	return n
-}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/inbox"
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/logtest"
 )
 
 // hangingGateway is a loopback HTTP server that never answers: every call to it
@@ -114,8 +115,8 @@ func TestHandlerTimeoutIsParkedWhileLaterMessagesFlow(t *testing.T) {
 				}
 				tl := newTally(101)
 				o := fastOptions(tl)
-				var logs logLines
-				o.MaxAttempts, o.BatchSize, o.Metrics, o.Log = maxAttempts, batch, inbox.NewMetrics(), logs.logger()
+				var logs logtest.Lines
+				o.MaxAttempts, o.BatchSize, o.Metrics, o.Log = maxAttempts, batch, inbox.NewMetrics(), logs.Logger()
 				c, err := inbox.NewConsumer(s, fn, o)
 				if err != nil {
 					t.Fatal(err)
@@ -144,10 +145,10 @@ func TestHandlerTimeoutIsParkedWhileLaterMessagesFlow(t *testing.T) {
 				if n := value(t, o.Metrics.Counter("inbox_store_fault_total", "points", "payments")); n != 0 {
 					t.Fatalf("%v handler failures taken for consumer database faults", n)
 				}
-				if n := logs.count(`"msg":"message failed; retrying"`, `"eventId":"stuck"`, `"source":"handler"`); n != h.attempts-1 {
+				if n := logs.Count(`"msg":"message failed; retrying"`, `"eventId":"stuck"`, `"source":"handler"`); n != h.attempts-1 {
 					t.Errorf("%d retry lines for the stuck message say the handler failed, want %d", n, h.attempts-1)
 				}
-				if n := logs.count(`consumer database failed`); n != 0 {
+				if n := logs.Count(`consumer database failed`); n != 0 {
 					t.Errorf("%d log lines blame the consumer database for a handler error", n)
 				}
 				nothingLeft(t, b, "points")

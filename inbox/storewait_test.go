@@ -9,6 +9,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/inbox"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/logtest"
 )
 
 // TestStoreFaultThatNeverPassesIsBounded: another session holds the lock on an
@@ -38,8 +39,8 @@ func TestStoreFaultThatNeverPassesIsBounded(t *testing.T) {
 	b := topicWith(t, 1, msgs...)
 	tl := newTally(21)
 	o := fastOptions(tl)
-	var logs logLines
-	o.MaxStoreWait, o.Metrics, o.Log = time.Second, inbox.NewMetrics(), logs.logger()
+	var logs logtest.Lines
+	o.MaxStoreWait, o.Metrics, o.Log = time.Second, inbox.NewMetrics(), logs.Logger()
 	c, err := inbox.NewConsumer(s, func(context.Context, *sql.Tx, inbox.Message) (string, error) { return "", nil }, o)
 	if err != nil {
 		t.Fatal(err)
@@ -60,10 +61,10 @@ func TestStoreFaultThatNeverPassesIsBounded(t *testing.T) {
 	if n := value(t, o.Metrics.Counter("inbox_store_fault_total", "points", "payments")); n < 2 {
 		t.Fatalf("inbox_store_fault_total = %v, want the waited faults counted", n)
 	}
-	if logs.count(`consumer database failed; waiting, not counted`, `"eventId":"blocked"`, `"source":"consumer database"`) == 0 {
+	if logs.Count(`consumer database failed; waiting, not counted`, `"eventId":"blocked"`, `"source":"consumer database"`) == 0 {
 		t.Error("no log line says the consumer database's fault was waited out")
 	}
-	if logs.count(`"msg":"message failed; retrying"`, `"eventId":"blocked"`, `"source":"consumer database"`) == 0 {
+	if logs.Count(`"msg":"message failed; retrying"`, `"eventId":"blocked"`, `"source":"consumer database"`) == 0 {
 		t.Error("no log line says the fault was counted once it outlasted MaxStoreWait")
 	}
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/logtest"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 )
 
@@ -19,7 +20,7 @@ func TestUnreachableBrokerPausesWithoutCountingAttempts(t *testing.T) {
 	dsn, db := relaytest.NewDB(t)
 	tp := topic(t)
 	relaytest.Insert(t, db, relaytest.Ev{ID: "r1", AggID: "a", Version: 1, Topic: tp})
-	logs := &logLines{}
+	logs := &logtest.Lines{}
 	w := newWorker(t, dsn, db, "w-down", opts{brokers: []string{"127.0.0.1:1"}, maxAttempts: 2,
 		minBackoff: 20 * time.Millisecond, poll: 20 * time.Millisecond, log: logs}).start(t)
 	relaytest.Eventually(t, 10*time.Second, "paused", func() bool {
@@ -53,8 +54,8 @@ func TestUnreachableBrokerPausesWithoutCountingAttempts(t *testing.T) {
 	if ready, why := w.h.Ready(); ready || !strings.Contains(why, "broker unavailable (BROKER_UNAVAILABLE)") {
 		t.Fatalf("readiness %v %q, want not ready: broker unavailable (BROKER_UNAVAILABLE)", ready, why)
 	}
-	if l := logs.with(`pausing claims`, `"cause":"probe-failed"`, `"code":"BROKER_UNAVAILABLE"`); len(l) != 1 {
-		t.Fatalf("%d pause lines saying the probe failed, want 1: %q", len(l), logs.with("pausing"))
+	if l := logs.With(`pausing claims`, `"cause":"probe-failed"`, `"code":"BROKER_UNAVAILABLE"`); len(l) != 1 {
+		t.Fatalf("%d pause lines saying the probe failed, want 1: %q", len(l), logs.With("pausing"))
 	}
 	w.stop(t)
 	var rows int
@@ -102,7 +103,7 @@ func TestEveryProduceRefusedPausesWithTheProductionPublisher(t *testing.T) {
 			t.Cleanup(refusal.Stop)
 			evs := versions("e", tp, 5, 4)
 			relaytest.Insert(t, db, evs...)
-			logs := &logLines{}
+			logs := &logtest.Lines{}
 			w := newWorker(t, dsn, db, "w", opts{maxAttempts: 2, poll: 20 * time.Millisecond, log: logs}).start(t)
 			relaytest.Eventually(t, 10*time.Second, "paused", func() bool {
 				return testutilCounter(w.m, "outbox_broker_up") == 0 && testutilCounter(w.m, "outbox_broker_pauses_total") == 1
@@ -115,8 +116,8 @@ func TestEveryProduceRefusedPausesWithTheProductionPublisher(t *testing.T) {
 			if ready, why := w.h.Ready(); ready || !strings.Contains(why, "broker unavailable ("+c.code+")") {
 				t.Fatalf("readiness %v %q, want not ready: broker unavailable (%s)", ready, why, c.code)
 			}
-			if l := logs.with(`pausing claims`, `"cause":"produce-refused"`, `"code":"`+c.code+`"`); len(l) != 1 {
-				t.Fatalf("%d pause lines saying every produce was refused, want 1: %q", len(l), logs.with("pausing"))
+			if l := logs.With(`pausing claims`, `"cause":"produce-refused"`, `"code":"`+c.code+`"`); len(l) != 1 {
+				t.Fatalf("%d pause lines saying every produce was refused, want 1: %q", len(l), logs.With("pausing"))
 			}
 			counted := 0
 			if err := db.QueryRow(`SELECT count(*) FROM outbox_event WHERE retry_count > 0 OR status = 'DEAD'`).Scan(&counted); err != nil {
@@ -139,8 +140,8 @@ func TestEveryProduceRefusedPausesWithTheProductionPublisher(t *testing.T) {
 			if up := testutilCounter(w.m, "outbox_broker_up"); up != 1 {
 				t.Fatalf("outbox_broker_up = %v after recovery", up)
 			}
-			if l := logs.with(`resuming claims`, `"resumedBy":"produce"`); len(l) != 1 {
-				t.Fatalf("%d resume lines decided by a produce, want 1: %q", len(l), logs.with("resuming"))
+			if l := logs.With(`resuming claims`, `"resumedBy":"produce"`); len(l) != 1 {
+				t.Fatalf("%d resume lines decided by a produce, want 1: %q", len(l), logs.With("resuming"))
 			}
 			recs, err := broker.ReadAllWithin(10*time.Second, tp, len(evs))
 			if err != nil {

@@ -3,12 +3,8 @@ package relay_test
 import (
 	"sort"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -112,35 +108,4 @@ func publishes(m *metrics.Metrics) uint64 {
 		}
 	}
 	return 0
-}
-
-// logLines collects a worker's log lines (JSON) for assertions on what it says.
-type logLines struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func (l *logLines) logger() logr.Logger {
-	return funcr.NewJSON(func(obj string) {
-		l.mu.Lock()
-		l.lines = append(l.lines, obj)
-		l.mu.Unlock()
-	}, funcr.Options{})
-}
-
-// with returns the lines that contain every one of parts.
-func (l *logLines) with(parts ...string) []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	var out []string
-	for _, line := range l.lines {
-		all := true
-		for _, p := range parts {
-			all = all && strings.Contains(line, p)
-		}
-		if all {
-			out = append(out, line)
-		}
-	}
-	return out
 }

@@ -18,6 +18,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/logtest"
 	"github.com/outbox-operator/outbox-operator/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
@@ -66,7 +67,7 @@ type opts struct {
 	minBackoff  time.Duration
 	maxBackoff  time.Duration // default 2s
 	grace       time.Duration
-	log         *logLines // nil: discarded
+	log         *logtest.Lines // nil: discarded
 	pub         func(relay.Publisher) relay.Publisher
 	noListen    bool
 	probe       func(context.Context) (bool, error)
@@ -98,7 +99,7 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 	}
 	log := logr.Discard()
 	if o.log != nil {
-		log = o.log.logger()
+		log = o.log.Logger()
 	}
 	if o.brokers == nil {
 		o.brokers = broker.Addrs()
