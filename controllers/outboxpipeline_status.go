@@ -26,6 +26,7 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 )
 
 // setNotReady reports a problem that stopped the pass before the children were applied.
@@ -78,6 +79,9 @@ func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.Ou
 	msg := dbErrorText(err, dsn)
 	if errors.Is(err, outboxstats.ErrTableMissing) {
 		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonTableMissing, msg}
+	}
+	if errors.Is(err, pgversion.ErrUnsupported) {
+		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonPostgresVersionUnsupported, msg}
 	}
 	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
 	return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
