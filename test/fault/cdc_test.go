@@ -112,6 +112,7 @@ func TestCDCReaderKill9MidStream(t *testing.T) {
 	ws := cdcWorkers(t, "cdckill", dsn, slot, 2)
 	prod := startProducer(t, db, tp, 12)
 	relaytest.Eventually(t, 30*time.Second, "500 events committed", func() bool { return prod.committed.Load() >= 500 })
+	relaytest.Eventually(t, 20*time.Second, "a worker reading the slot", func() bool { return reader(ws) != nil })
 	victim := reader(ws)
 	if err := victim.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
