@@ -42,11 +42,11 @@ run_version() {
   PG_VERSION=$v go test $flags "${PKGS[@]}" >>"$log" 2>&1
   local rc=$?
   seconds[$v]=$((SECONDS - start))
-  grep -E '^(ok|FAIL|\?) ' "$log" | sed "s/^/  [$v] /"
+  grep -E '^(ok|FAIL|\?)[[:space:]]' "$log" | sed "s/^/  [$v] /"
   # A package line is "ok <pkg> <time>" or "FAIL <pkg> ..."; anything else (no test
   # files, no tests to run, a build failure) is a failure of that version too.
   local bad
-  bad=$(grep -E '^(FAIL|\?) |\[no tests to run\]|\[build failed\]|^# ' "$log" | awk '{print $2}' | sort -u | tr '\n' ' ')
+  bad=$(grep -E '^(FAIL|\?)[[:space:]]+[^[:space:]]|\[no tests to run\]|^# ' "$log" | awk '{print $2}' | sed 's#^github.com/outbox-operator/outbox-operator/#./#' | sort -u | tr '\n' ' ')
   if [ "$rc" -eq 0 ] && [ -z "$bad" ]; then
     result[$v]=PASS
   else
