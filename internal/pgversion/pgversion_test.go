@@ -1,4 +1,4 @@
-package pgversion
+package pgversion_test
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	. "github.com/outbox-operator/outbox-operator/internal/pgversion"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
 )
 

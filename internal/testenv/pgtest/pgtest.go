@@ -124,11 +124,22 @@ func (s *Server) VersionNum(ctx context.Context) (int, error) {
 		return 0, err
 	}
 	defer db.Close()
+	return serverVersionNum(ctx, db)
+}
+
+// serverVersionNum asks a connection or pool for server_version_num.
+func serverVersionNum(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int, error) {
 	var v string
-	if err := db.QueryRowContext(ctx, `SHOW server_version_num`).Scan(&v); err != nil {
+	if err := q.QueryRowContext(ctx, `SHOW server_version_num`).Scan(&v); err != nil {
 		return 0, fmt.Errorf("pgtest: server_version_num: %w", err)
 	}
-	return strconv.Atoi(v)
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: server_version_num %q: %w", v, err)
+	}
+	return n, nil
 }
 
 // TB is the part of testing.TB that the per-test helpers need.

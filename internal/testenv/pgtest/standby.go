@@ -9,7 +9,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strconv"
 	"time"
 )
 
@@ -103,13 +102,9 @@ func (s *Server) baseBackup(sb *Server) error {
 // version: PostgreSQL 15 renamed pg_start_backup/pg_stop_backup and dropped their
 // exclusive mode.
 func backupCalls(ctx context.Context, conn *sql.Conn) (start, stop string, err error) {
-	var v string
-	if err := conn.QueryRowContext(ctx, `SHOW server_version_num`).Scan(&v); err != nil {
-		return "", "", fmt.Errorf("pgtest: server_version_num: %w", err)
-	}
-	num, err := strconv.Atoi(v)
+	num, err := serverVersionNum(ctx, conn)
 	if err != nil {
-		return "", "", fmt.Errorf("pgtest: server_version_num %q: %w", v, err)
+		return "", "", err
 	}
 	if num < 150000 {
 		return `SELECT pg_start_backup('pgtest', true, false)`,

@@ -10,12 +10,19 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 )
 
 // MatrixVersions are the PostgreSQL major versions hack/install-pg-matrix.sh installs
-// and `make test-pg-matrix` runs the suites against (the product's supported range,
-// internal/pgversion).
-var MatrixVersions = []int{13, 14, 15, 16, 17, 18}
+// and `make test-pg-matrix` runs the suites against: the product's supported range.
+var MatrixVersions = func() []int {
+	var out []int
+	for m := pgversion.MinMajor; m <= pgversion.MaxMajor; m++ {
+		out = append(out, m)
+	}
+	return out
+}()
 
 // VersionEnv names the environment variable that picks the server's major version:
 // PG_VERSION=16 starts the binaries hack/install-pg-matrix.sh installed for 16; unset,
@@ -75,12 +82,7 @@ func matrixBinDir(v string) (string, error) {
 }
 
 func isMatrixVersion(major int) bool {
-	for _, m := range MatrixVersions {
-		if m == major {
-			return true
-		}
-	}
-	return false
+	return major >= pgversion.MinMajor && major <= pgversion.MaxMajor
 }
 
 // defaultBinDir: $PG_BINDIR, pg_config --bindir, the newest /usr/lib/postgresql/*/bin,
