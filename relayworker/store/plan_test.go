@@ -5,7 +5,8 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,7 +96,7 @@ func checkPlan(t *testing.T, db *sql.DB, settings, query string, want map[string
 	used := map[string]bool{}
 	for _, n := range plans[0].Plan.scansOf("outbox_event") {
 		if _, ok := want[n.Index]; !ok || (n.Type != "Index Scan" && n.Type != "Index Only Scan") {
-			t.Errorf("%s of outbox_event (index %q); want index scans of %v", n.Type, n.Index, keys(want))
+			t.Errorf("%s of outbox_event (index %q); want index scans of %v", n.Type, n.Index, slices.Sorted(maps.Keys(want)))
 		}
 		used[n.Index] = true
 	}
@@ -107,7 +108,7 @@ func checkPlan(t *testing.T, db *sql.DB, settings, query string, want map[string
 	if t.Failed() {
 		t.Logf("plan:\n%s", out)
 	} else {
-		t.Logf("indexes used: %v", keys(used))
+		t.Logf("indexes used: %v", slices.Sorted(maps.Keys(used)))
 	}
 }
 
@@ -128,14 +129,5 @@ func (n planNode) scansOf(rel string) []planNode {
 	for _, c := range n.Plans {
 		out = append(out, c.scansOf(rel)...)
 	}
-	return out
-}
-
-func keys(m map[string]bool) []string {
-	var out []string
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
 	return out
 }
