@@ -6,36 +6,12 @@ package main
 
 import (
 	"os"
-	"path/filepath"
-	"strconv"
-	"strings"
-)
 
-const clockTicks = 100 // USER_HZ on Linux
+	"github.com/outbox-operator/outbox-operator/internal/testenv/procstat"
+)
 
 // cpuSample is CPU seconds by component.
 type cpuSample map[string]float64
-
-func procCPU(stat string) (comm string, ppid int, secs float64, ok bool) {
-	b, err := os.ReadFile(stat)
-	if err != nil {
-		return "", 0, 0, false
-	}
-	s := string(b)
-	open, closeP := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closeP < open {
-		return "", 0, 0, false
-	}
-	comm = s[open+1 : closeP]
-	f := strings.Fields(s[closeP+2:])
-	if len(f) < 13 {
-		return "", 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return comm, ppid, (ut + st) / clockTicks, true
-}
 
 // sampleCPU attributes every live process: postgres by name, the others by pid.
 // (Processes that exited since the last sample take their CPU with them; the workers
@@ -49,18 +25,12 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 	for _, w := range workers {
 		pids[w.cmd.Process.Pid] = "workers"
 	}
-	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range paths {
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		comm, _, secs, ok := procCPU(p)
-		if !ok {
-			continue
-		}
+	for _, p := range procstat.All() {
 		switch {
-		case pids[pid] != "":
-			out[pids[pid]] += secs
-		case comm == "postgres":
-			out["postgres"] += secs
+		case pids[p.PID] != "":
+			out[pids[p.PID]] += p.CPUSeconds
+		case p.Comm == "postgres":
+			out["postgres"] += p.CPUSeconds
 		}
 	}
 	return out
