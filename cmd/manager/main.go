@@ -37,7 +37,7 @@ func main() {
 }
 
 func run() error {
-	var metricsAddr, probeAddr, relayImage, leaderNS, watchNS string
+	var metricsAddr, probeAddr, pprofAddr, relayImage, leaderNS, watchNS string
 	var leaderElect bool
 	var dbMaxConns int
 	defImage := os.Getenv("RELAY_IMAGE")
@@ -46,6 +46,7 @@ func run() error {
 	}
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints, for profiling (\"0\", the default, disables them)")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces whose resources the manager reconciles (default: all)")
@@ -77,6 +78,7 @@ func run() error {
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "outbox-operator.outbox.dev",
 		LeaderElectionNamespace: leaderNS,
