@@ -33,3 +33,19 @@ func TestReadSelf(t *testing.T) {
 		t.Fatalf("Read(self) = %+v, want ppid %d and a positive RSS", s, os.Getppid())
 	}
 }
+
+func TestPeakRSSIsAtLeastTheCurrentRSS(t *testing.T) {
+	s, err := Read(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak, err := PeakRSS(os.Getpid())
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The current RSS was read first and the peak only grows; pages are counted the
+	// same way in both files.
+	if peak < s.RSSBytes {
+		t.Fatalf("PeakRSS = %d, below the RSS %d read before it", peak, s.RSSBytes)
+	}
+}
