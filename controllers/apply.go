@@ -87,7 +87,12 @@ func (a childApplier) applyOne(ctx context.Context, owner, desired client.Object
 		if keepExisting {
 			return copyObject(live, desired)
 		}
-		if err := a.upgradeFromUpdate(ctx, live, gvk.Kind); err != nil {
+		if mustReplace(desired, live) {
+			if err := a.deleteForReplace(ctx, live, gvk.Kind); err != nil {
+				return err
+			}
+			live = nil
+		} else if err := a.upgradeFromUpdate(ctx, live, gvk.Kind); err != nil {
 			return err
 		}
 	}
