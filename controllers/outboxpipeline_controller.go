@@ -30,6 +30,10 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
+// DefaultMaxConcurrentReconciles is how many OutboxPipelines are reconciled at the same
+// time unless --max-concurrent-reconciles says otherwise.
+const DefaultMaxConcurrentReconciles = 4
+
 // OutboxPipelineReconciler turns an OutboxPipeline into a relay Deployment (plus its
 // ServiceAccount, metrics Service and PodDisruptionBudget) and reports the outbox
 // table's lag and dead counts in the status.
@@ -41,7 +45,7 @@ type OutboxPipelineReconciler struct {
 	Recorder   events.EventRecorder
 	RelayImage string
 	Pools      *outboxstats.Pools
-	// MaxConcurrentReconciles defaults to 4.
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// Now is time.Now unless a test replaces it.
 	Now func() time.Time
@@ -215,7 +219,7 @@ func (r *OutboxPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	}
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {
-		n = 4
+		n = DefaultMaxConcurrentReconciles
 	}
 	return ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.OutboxPipeline{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).

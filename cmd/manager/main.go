@@ -39,7 +39,8 @@ func main() {
 func run() error {
 	var metricsAddr, probeAddr, pprofAddr, relayImage, leaderNS, watchNS string
 	var leaderElect bool
-	var dbMaxConns int
+	var dbMaxConns, kubeBurst, maxReconciles int
+	var kubeQPS float64
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
 		defImage = controllers.DefaultRelayImage
@@ -53,11 +54,19 @@ func run() error {
 	flag.StringVar(&relayImage, "relay-image", defImage, "default relay worker image (env RELAY_IMAGE); an OutboxPipeline's spec.image overrides it")
 	flag.IntVar(&dbMaxConns, "database-max-connections", outboxstats.DefaultMaxConns,
 		"connections the manager opens to one database at most, shared by every pipeline, replay and retention policy on it (at least 1)")
+	flag.Float64Var(&kubeQPS, "kube-api-qps", 0,
+		"API requests per second the manager sends at most; 0 (the default) sets no client-side limit and leaves the pacing to the API server's priority and fairness")
+	flag.IntVar(&kubeBurst, "kube-api-burst", 0, "API requests the manager may send at once above --kube-api-qps (0: twice --kube-api-qps)")
+	flag.IntVar(&maxReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
+		"OutboxPipelines reconciled at the same time (at least 1)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if dbMaxConns < 1 {
 		return fmt.Errorf("--database-max-connections=%d: must be at least 1", dbMaxConns)
+	}
+	if maxReconciles < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles=%d: must be at least 1", maxReconciles)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
@@ -73,6 +82,9 @@ func run() error {
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
+	}
+	if err := applyRateLimit(cfg, kubeQPS, kubeBurst); err != nil {
+		return err
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
@@ -95,7 +107,7 @@ func run() error {
 	ctx := ctrl.SetupSignalHandler()
 	pools := outboxstats.NewPoolsMax(dbMaxConns)
 	defer pools.Close()
-	if err := controllers.SetupAll(ctx, mgr, relayImage, pools); err != nil {
+	if err := controllers.SetupAll(ctx, mgr, relayImage, pools, controllers.WithMaxConcurrentReconciles(maxReconciles)); err != nil {
 		return err
 	}
 	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
@@ -107,7 +119,7 @@ func run() error {
 		return fmt.Errorf("add readyz: %w", err)
 	}
 	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
-		"databaseMaxConnections", dbMaxConns)
+		"databaseMaxConnections", dbMaxConns, "maxConcurrentReconciles", maxReconciles, "kubeAPIQPS", cfg.QPS, "kubeAPIBurst", cfg.Burst)
 	return mgr.Start(ctx)
 }
 
