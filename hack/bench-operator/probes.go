@@ -104,7 +104,7 @@ func (s *stack) rotationProbe(ctx context.Context) (rotationResult, error) {
 func (s *stack) waitReason(ctx context.Context, timeout time.Duration, done func(string) bool) (string, error) {
 	t0 := time.Now()
 	for {
-		reason, _, err := readReason(ctx, s.cl.admin, rotProbe)
+		reason, err := readReason(ctx, s.cl.admin, rotProbe)
 		if err != nil || done(reason) || time.Since(t0) > timeout {
 			return reason, err
 		}

@@ -173,13 +173,14 @@ func (s *stack) reconcileAll(ctx context.Context, r *result, rs []pipelineRef) e
 	if err != nil {
 		return err
 	}
-	stopProfile()
 	c, apf, d, err := w.close(ctx)
 	if err != nil {
 		return err
 	}
 	r.startup, r.startupAPF = c.minus(r.background.scaled(d.Seconds())), apf
 	r.startupCounters, err = s.mgr.counters(ctx)
+	// The profile covers a fixed 30 s, which may end after the window.
+	stopProfile()
 	return err
 }
 

@@ -174,13 +174,13 @@ func waitReconciled(ctx context.Context, c client.Client, m *manager, n int, sta
 
 // readReason is the Ready condition's reason: DatabaseUnreachable when the last read
 // failed, something else (WorkersNotReady here, with no pods) when it worked.
-func readReason(ctx context.Context, c client.Client, r pipelineRef) (reason string, p *outboxv1.OutboxPipeline, err error) {
-	p = &outboxv1.OutboxPipeline{}
-	if err := c.Get(ctx, r.key(), p); err != nil {
-		return "", nil, err
+func readReason(ctx context.Context, c client.Client, r pipelineRef) (string, error) {
+	var p outboxv1.OutboxPipeline
+	if err := c.Get(ctx, r.key(), &p); err != nil {
+		return "", err
 	}
 	if cond := meta.FindStatusCondition(p.Status.Conditions, outboxv1.ConditionReady); cond != nil {
-		reason = cond.Reason
+		return cond.Reason, nil
 	}
-	return reason, p, nil
+	return "", nil
 }
