@@ -11,7 +11,6 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
-	"sync"
 
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
@@ -77,36 +76,8 @@ func (d *database) dsn(role, password string) string {
 // would) and lets both roles read and write them.
 func (d *database) migrate(ctx context.Context, tables []pgident.Table) error {
 	d.super.SetMaxOpenConns(4)
-	work := make(chan pgident.Table)
-	errs := make(chan error, 4)
-	var wg sync.WaitGroup
-	for range 4 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for t := range work {
-				if err := schema.Migrate(ctx, d.super, t, schema.Options{}); err != nil {
-					errs <- err
-					return
-				}
-			}
-		}()
-	}
-	for _, t := range tables {
-		select {
-		case work <- t:
-		case err := <-errs:
-			close(work)
-			wg.Wait()
-			return err
-		}
-	}
-	close(work)
-	wg.Wait()
-	select {
-	case err := <-errs:
+	if err := forEach(4, tables, func(t pgident.Table) error { return schema.Migrate(ctx, d.super, t, schema.Options{}) }); err != nil {
 		return err
-	default:
 	}
 	q := `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA public TO ` + appRole + `, ` + rotRole
 	_, err := d.super.ExecContext(ctx, q)

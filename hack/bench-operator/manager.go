@@ -8,7 +8,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -91,14 +90,14 @@ func startManager(bin, root, dir, kubeconfig string) (*manager, error) {
 	for _, a := range podArgs {
 		name, _, _ := strings.Cut(a, "=")
 		if p, ok := addrs[name]; ok {
-			if *p, err = freeAddr(); err != nil {
+			if *p, err = localstack.FreeAddr(); err != nil {
 				return nil, err
 			}
 			a = name + "=" + *p
 		}
 		args = append(args, a)
 	}
-	if m.pprofAddr, err = freeAddr(); err != nil {
+	if m.pprofAddr, err = localstack.FreeAddr(); err != nil {
 		return nil, err
 	}
 	// In a pod the Lease namespace is the pod's; outside one it has to be named.
@@ -172,13 +171,4 @@ func tail(path string) string {
 		b = b[len(b)-3000:]
 	}
 	return string(b)
-}
-
-func freeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
 }

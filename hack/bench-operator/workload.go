@@ -92,29 +92,45 @@ func pipelineFor(r pipelineRef) *outboxv1.OutboxPipeline {
 
 // createPipelines creates each pipeline's Secret, then the pipeline, 8 at a time.
 func createPipelines(ctx context.Context, c client.Client, rs []pipelineRef, dsnOf func(pipelineRef) string) error {
-	work := make(chan pipelineRef)
+	return forEach(8, rs, func(r pipelineRef) error {
+		if err := c.Create(ctx, secretFor(r, dsnOf(r))); err != nil {
+			return fmt.Errorf("create Secret %s/%s: %w", r.namespace, r.secret, err)
+		}
+		if err := c.Create(ctx, pipelineFor(r)); err != nil {
+			return fmt.Errorf("create %s: %w", r.key(), err)
+		}
+		return nil
+	})
+}
+
+// forEach runs fn on every item, workers at a time, and returns the first error
+// (the items not started by then are skipped).
+func forEach[T any](workers int, items []T, fn func(T) error) error {
+	work := make(chan T)
 	var mu sync.Mutex
 	var first error
+	failed := func() bool { mu.Lock(); defer mu.Unlock(); return first != nil }
 	var wg sync.WaitGroup
-	for range 8 {
+	for range workers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for r := range work {
-				err := c.Create(ctx, secretFor(r, dsnOf(r)))
-				if err == nil {
-					err = c.Create(ctx, pipelineFor(r))
-				}
-				if err != nil {
+			for it := range work {
+				if err := fn(it); err != nil {
 					mu.Lock()
-					first = fmt.Errorf("create %s: %w", r.key(), err)
+					if first == nil {
+						first = err
+					}
 					mu.Unlock()
 				}
 			}
 		}()
 	}
-	for _, r := range rs {
-		work <- r
+	for _, it := range items {
+		if failed() {
+			break
+		}
+		work <- it
 	}
 	close(work)
 	wg.Wait()
