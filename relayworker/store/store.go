@@ -2,7 +2,9 @@
 // the batched claim (claim.go), the owner-fenced marks and lease release (marks.go),
 // the worker-status table (workers.go), the cheap backlog gauges and the hot-standby
 // check. Table names only ever come from a validated pgident.Table; lease arithmetic
-// only ever uses the database clock (now()).
+// only ever uses the database clock (now()). Each statement, as it is sent, is also
+// in testdata/<name>.sql (sql_test.go; rewritten with go test -update), so a change
+// to one reviews as an SQL diff.
 package store
 
 import (
@@ -99,12 +101,15 @@ func (s *Store) Backlog(ctx context.Context) (count int64, oldest time.Duration,
 func (s *Store) Waiting(ctx context.Context) (bool, error) {
 	var waiting bool
 	s.Statements.Add(1)
-	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.t.Qualified()+` WHERE status IN `+schema.NonTerminalIn+`
-    AND (status <> 'RETRY' OR next_retry_at <= now()))`).Scan(&waiting)
-	if err != nil {
+	if err := s.db.QueryRowContext(ctx, waitingSQL(s.t)).Scan(&waiting); err != nil {
 		return false, fmt.Errorf("waiting rows: %w", err)
 	}
 	return waiting, nil
+}
+
+func waitingSQL(t pgident.Table) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + t.Qualified() + ` WHERE status IN ` + schema.NonTerminalIn + `
+    AND (status <> 'RETRY' OR next_retry_at <= now()))`
 }
 
 // TableHealth is what bloats a busy outbox table: dead tuples left by the status
