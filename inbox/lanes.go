@@ -2,10 +2,11 @@ package inbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // dispatcher fetches messages and hands each to its partition's lane.
@@ -15,7 +16,6 @@ type dispatcher struct {
 	ctx   context.Context
 	fail  context.CancelCauseFunc
 	lanes map[topicPartition]*lane
-	wg    sync.WaitGroup
 	com   *committer
 	held  []kafka.Message // fetched, not handed to a lane when ctx ended
 }
@@ -24,13 +24,14 @@ type dispatcher struct {
 type lane struct {
 	in         chan kafka.Message
 	unfinished []kafka.Message // the batch in hand when the lane stopped
+	task       *startstop.Task // the lane's loop (drive)
 }
 
 // run routes the leftovers of an earlier Run, then everything fetched, until ctx
 // ends or the reader fails.
 func (d *dispatcher) run(leftovers []kafka.Message) error {
 	d.com = newCommitter(d.r, d.fail)
-	go d.com.loop(d.ctx, d.c.progress)
+	d.com.start(d.ctx, d.c.progress)
 	for _, km := range leftovers {
 		d.route(km)
 	}
@@ -54,11 +55,8 @@ func (d *dispatcher) route(km kafka.Message) {
 	if !ok {
 		l = &lane{in: make(chan kafka.Message, 2*d.c.o.BatchSize+1024)}
 		d.lanes[tp] = l
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.drive(l)
-		}()
+		// drive reads d.ctx itself: its cause says why the lane ends.
+		l.task = startstop.Start(d.ctx, func(context.Context) { d.drive(l) })
 	}
 	select {
 	case l.in <- km: // a full lane (one retrying a message) holds the fetch back
@@ -71,7 +69,9 @@ func (d *dispatcher) route(km kafka.Message) {
 // partition's messages in offset order.
 func (d *dispatcher) stop() []kafka.Message {
 	d.fail(context.Canceled)
-	d.wg.Wait()
+	for _, l := range d.lanes {
+		l.task.Wait()
+	}
 	out := d.com.uncommitted() // handled: the next Run finds Duplicates and commits them
 	for _, l := range d.lanes {
 		out = append(out, l.unfinished...)

@@ -67,8 +67,6 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	defer stopEndpoints()
 
 	opts := relayOptions(cfg)
-	var r *relay.Relay
-	var feed *cdc.Feed
 	if cfg.SourceMode == contract.SourceLogicalReplication {
 		fdb, err := openDB(ctx, cfg.DSN, 2) // the reader lock holds one connection while it leads
 		if err != nil {
@@ -79,14 +77,10 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 			return err
 		}
 		co := cdcOptions(cfg)
-		co.Wake, co.Log = func() { r.Wake() }, log.WithName("cdc")
-		feed = cdc.New(co, fdb, m)
-		opts.Feed = feed
+		co.Log = log.WithName("cdc")
+		opts.Feed = cdc.New(co, fdb, m) // r.Run runs it, and stops it before fdb closes
 	}
-	r = relay.New(opts, db, st, pub, m, h, log)
-	if feed != nil {
-		defer runInBackground(ctx, feed.Run)() // ends the reader (lock and slot let go) before the pools close
-	}
+	r := relay.New(opts, db, st, pub, m, h, log)
 	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode)
 	if err := r.Run(ctx); err != nil {
 		return err
@@ -109,15 +103,6 @@ func replicationNames(ctx context.Context, db *sql.DB, cfg *config.Relay) error 
 		cfg.Publication = cfg.Slot
 	}
 	return nil
-}
-
-// runInBackground runs fn until the returned stop is called (or ctx ends); stop waits
-// for fn to return.
-func runInBackground(ctx context.Context, fn func(context.Context)) (stop func()) {
-	bctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); fn(bctx) }()
-	return func() { cancel(); <-done }
 }
 
 // checkRelayTable refuses, with one clear error, what the relay cannot work on: a hot

@@ -313,8 +313,9 @@ func (l *loop) claimOK() {
 	}
 }
 
-// idle waits after an empty claim: the pacer's wait, cut short by the stop signal or
-// a NOTIFY (plus WakeLinger, so a burst of commits costs one claim).
+// idle waits after an empty claim: the pacer's wait, cut short by the stop signal, a
+// NOTIFY or the feed's Arrived (plus WakeLinger, so a burst of commits costs one
+// claim).
 func (l *loop) idle(ctx context.Context) {
 	if !l.poll.Stop() {
 		select {
@@ -327,6 +328,8 @@ func (l *loop) idle(ctx context.Context) {
 	case <-ctx.Done():
 	case <-l.r.wake:
 		sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
+	case <-l.r.arrived:
+		sleep(ctx, WakeLinger)
 	case <-l.poll.C:
 	}
 }
