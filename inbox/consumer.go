@@ -108,10 +108,10 @@ func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	replays := startstop.Start(ctx, c.serveReplays)
-	d := &dispatcher{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
+	rt := &router{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
 	c.o.Metrics.watch(c)
-	err := d.run(c.left.take(r))
-	c.left.keep(r, d.stop()) // stop cancels ctx: the replay server ends too
+	err := rt.run(c.left.take(r))
+	c.left.keep(r, rt.stop()) // stop cancels ctx: the replay server ends too
 	c.o.Metrics.unwatch(c)
 	c.open.reset()
 	replays.Stop()
