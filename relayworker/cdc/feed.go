@@ -43,10 +43,11 @@ type Options struct {
 	// CreateSlot: make the publication and slot when missing (and replace an
 	// invalidated slot). Off under the operator, which owns them (internal/replslot).
 	CreateSlot bool
-	// RetryFor: an id a claim left that may still be claimable is offered again until it has
-	// been queued this long (the relay's hand-over age: then polling takes it).
-	RetryFor time.Duration
-	Log      logr.Logger
+	// HandoverAfter: an id a claim left that may still be claimable is offered again
+	// until it has been queued this long (--cdc-handover-after: then polling takes it,
+	// store.Options.HandoverAfter).
+	HandoverAfter time.Duration
+	Log           logr.Logger
 }
 
 // Feed is the logical-replication source of one worker.
@@ -140,7 +141,7 @@ func (f *Feed) tryLead(ctx context.Context) (led bool, err error) {
 		return true, err
 	}
 	f.o.Log.Info("logical replication reader starting", "slot", f.o.Slot, "publication", f.o.Publication, "confirmedLsn", start.String())
-	q := newQueue(start, f.o.RetryFor)
+	q := newQueue(start, f.o.HandoverAfter)
 	f.q.Store(q)
 	f.m.CDCReader.Set(1)
 	defer func() {

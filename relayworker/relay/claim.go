@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/relayworker/event"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
 // WakeLinger is how long a worker woken by NOTIFY waits before claiming. Every
@@ -297,8 +298,8 @@ func (l *loop) claimFailed(ctx context.Context, err error) {
 	r.m.Errors.WithLabelValues("claim").Inc()
 	delay := r.cfg.Backoff.Delay(l.failures)
 	reason := "database error: " + err.Error()
-	if perr := r.checkPrimary(ctx); errors.Is(perr, ErrHotStandby) {
-		reason = ErrHotStandby.Error()
+	if perr := r.checkPrimary(ctx); errors.Is(perr, store.ErrHotStandby) {
+		reason = store.ErrHotStandby.Error()
 	}
 	r.health.SetReady(false, reason)
 	r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)

@@ -55,7 +55,7 @@ type Options struct {
 	// (relayworker/cdc); Run runs it beside the LISTEN and stats loops, the claim loop
 	// claims its ids and polls only once per PollInterval while the feed has work. The
 	// store then claims PENDING rows only after the hand-over age
-	// (store.Options.PendingAge).
+	// (store.Options.HandoverAfter).
 	Feed Feed
 }
 
@@ -98,9 +98,6 @@ type Relay struct {
 	bstate         brokerState
 	noWorkersTable atomic.Bool
 }
-
-// ErrHotStandby is returned by Run when the database is a standby.
-var ErrHotStandby = store.ErrHotStandby
 
 // New builds a Relay. PrimaryProbe defaults to pg_is_in_recovery() on db.
 func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metrics, h *health.State, log logr.Logger) *Relay {
@@ -160,15 +157,15 @@ func (r *Relay) checkPrimary(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return ErrHotStandby
+		return store.ErrHotStandby
 	}
 	return nil
 }
 
 // Run relays until ctx is cancelled (SIGTERM): then it stops claiming, lets the
 // in-flight batch finish (bounded by ShutdownTimeout and the lease), releases what it
-// did not publish and returns nil. It returns an error at once when the database is
-// a hot standby.
+// did not publish and returns nil. It returns store.ErrHotStandby at once when the
+// database is a hot standby.
 //
 // The deferred steps run in reverse: the claim loop has returned, so the mark loop
 // writes the last published batch, then the background loops stop (the feed lets go
@@ -209,17 +206,4 @@ func (r *Relay) workContext(ctx context.Context) (work context.Context, stop fun
 		}
 	})
 	return work, func() { cancelWork(); grace.Stop() }
-}
-
-// Cycle runs one claim -> publish -> mark round and returns how many rows it claimed.
-// claimCtx governs the claim (cancelled on SIGTERM); work governs publish and marks.
-func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
-	c := r.claim(claimCtx)
-	if b := r.publish(work, c); b != nil {
-		r.marks.mark(b.token, &b.out)
-		if b.after != nil {
-			b.after()
-		}
-	}
-	return len(c.rows), c.err
 }

@@ -51,11 +51,11 @@ const (
 )
 
 // claimSQL builds the claim with its owner token, batch size and lease as SQL text
-// (placeholders or literals). pendingAge, when not empty, is an interval literal: then
+// (placeholders or literals). handoverAfter, when not empty, is an interval literal: then
 // PENDING rows are claimable only that long after their next_retry_at (their insert
 // time), because in logical-replication mode the slot's reader claims new rows by id
 // (ClaimIDs) and polling takes only what it left (contract.DefaultHandoverAfter).
-func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
+func claimSQL(t pgident.Table, token, limit, lease, handoverAfter string) string {
 	q := t.Qualified()
 	// OFFSET 0 keeps each NOT EXISTS a per-row probe of the _aggregate_inflight_idx
 	// partial index; flattened into an anti join the planner hashes the whole hot set
@@ -80,8 +80,8 @@ func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
         OFFSET 0)`
 	scan := func(status, limit string) string {
 		due := `now()`
-		if status == "PENDING" && pendingAge != "" {
-			due = `now() - ` + pendingAge + `::interval`
+		if status == "PENDING" && handoverAfter != "" {
+			due = `now() - ` + handoverAfter + `::interval`
 		}
 		return `SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM ` + q + ` o
     WHERE o.status = '` + status + `' AND o.next_retry_at <= ` + due + ` AND ` + free + `
@@ -150,7 +150,7 @@ func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.
 // Claim claims up to n rows for owner token for the lease duration (database clock).
 func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Duration) ([]event.Row, error) {
 	s.Statements.Add(1)
-	return s.claimRows(ctx, claimQuery(s.t, token, n, lease, s.pendingAge), n)
+	return s.claimRows(ctx, claimQuery(s.t, token, n, lease, s.handoverAfter), n)
 }
 
 // claimQuery is the polling claim as Claim sends it. Not a server-side prepared
@@ -160,10 +160,10 @@ func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Durat
 // query (no bind parameters: the values are quoted literals), it is planned with the
 // real values every time, after ClaimSettings. So it is rendered for every claim,
 // with that claim's values.
-func claimQuery(t pgident.Table, token string, n int, lease, pendingAge time.Duration) string {
+func claimQuery(t pgident.Table, token string, n int, lease, handoverAfter time.Duration) string {
 	age := ""
-	if pendingAge > 0 {
-		age = pq.QuoteLiteral(interval(pendingAge))
+	if handoverAfter > 0 {
+		age = pq.QuoteLiteral(interval(handoverAfter))
 	}
 	return ClaimSettings + claimSQL(t, pq.QuoteLiteral(token), strconv.Itoa(n), pq.QuoteLiteral(interval(lease)), age)
 }

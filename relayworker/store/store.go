@@ -23,16 +23,16 @@ import (
 type Options struct {
 	// Table is the outbox table; its side tables (<table>_workers) follow from it.
 	Table pgident.Table
-	// PendingAge > 0: Claim takes PENDING rows only this long after their insert time
-	// (logical-replication mode; ClaimIDs takes the new ones).
-	PendingAge time.Duration
+	// HandoverAfter > 0: Claim takes PENDING rows only this long after their insert
+	// time (logical-replication mode, --cdc-handover-after; ClaimIDs takes the new ones).
+	HandoverAfter time.Duration
 }
 
 // Store runs the relay's statements. It is safe for concurrent use.
 type Store struct {
-	db         *sql.DB
-	t          pgident.Table
-	pendingAge time.Duration
+	db            *sql.DB
+	t             pgident.Table
+	handoverAfter time.Duration
 
 	sent, retry, dead, release, stats *sql.Stmt
 
@@ -43,7 +43,7 @@ type Store struct {
 // New prepares the statements for o.Table.
 func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 	t := o.Table
-	s := &Store{db: db, t: t, pendingAge: o.PendingAge}
+	s := &Store{db: db, t: t, handoverAfter: o.HandoverAfter}
 	prep := func(dst **sql.Stmt, q string) error {
 		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
