@@ -13,15 +13,13 @@ import (
 // an SQL diff.
 func TestStatementsMatchGoldenFiles(t *testing.T) {
 	tbl := pgident.Table{Schema: "public", Name: "outbox_event"}
-	for _, st := range []struct{ name, about, sql string }{
-		{"statement_timeout", "Read and ReadLastArchiveRun: first in their read-only transaction", setStatementTimeout},
-		{"hot_set", "Read: the non-terminal rows by status", hotSetSQL(tbl)},
-		{"dead_count", "Read: the DEAD rows", deadCountSQL(tbl)},
-		{"last_publish", "Read: the newest sent_at", lastPublishSQL(tbl)},
-		{"workers", "Read, last: the fresh worker reports", workersSQL(tbl.WithSuffix(schema.WorkersSuffix))},
-		{"last_archive_run", "ReadLastArchiveRun: the newest run of policy $1", lastArchiveRunSQL(tbl.WithSuffix(schema.ArchiveRunsSuffix))},
-		{"replay_audit", "ReadReplayAudit: the audit row of replay $1", replayAuditSQL(tbl)},
-	} {
-		t.Run(st.name, func(t *testing.T) { golden.SQL(t, st.name, st.about, st.sql) })
-	}
+	golden.Statements(t, []golden.Statement{
+		{Name: "statement_timeout", About: "Read and ReadLastArchiveRun: first in their read-only transaction", SQL: setStatementTimeout},
+		{Name: "hot_set", About: "Read: the non-terminal rows by status", SQL: hotSetSQL(tbl)},
+		{Name: "dead_count", About: "Read: the DEAD rows", SQL: deadCountSQL(tbl)},
+		{Name: "last_publish", About: "Read: the newest sent_at", SQL: lastPublishSQL(tbl)},
+		{Name: "workers", About: "Read, last: the fresh worker reports", SQL: workersSQL(tbl.WithSuffix(schema.WorkersSuffix))},
+		{Name: "last_archive_run", About: "ReadLastArchiveRun: the newest run of policy $1", SQL: lastArchiveRunSQL(tbl.WithSuffix(schema.ArchiveRunsSuffix))},
+		{Name: "replay_audit", About: "ReadReplayAudit: the audit row of replay $1", SQL: replayAuditSQL(tbl)},
+	})
 }

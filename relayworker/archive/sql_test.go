@@ -12,15 +12,13 @@ import (
 // SQL diff.
 func TestStatementsMatchGoldenFiles(t *testing.T) {
 	tbl := pgident.Table{Schema: "public", Name: "outbox_event"}
-	for _, st := range []struct{ name, about, sql string }{
-		{"archive_sent", "moveBatch, archive mode, SENT rows by sent_at", moveSQL(tbl, "archive", "sent_at")},
-		{"archive_dead", "moveBatch, archive mode, DEAD rows by updated_at", moveSQL(tbl, "archive", "updated_at")},
-		{"delete_sent", "moveBatch, delete mode, SENT rows by sent_at", moveSQL(tbl, "delete", "sent_at")},
-		{"delete_dead", "moveBatch, delete mode, DEAD rows by updated_at", moveSQL(tbl, "delete", "updated_at")},
-		{"trim_consumer_log", "trimConsumerLog: finished dedup rows past the retention", trimConsumerLogSQL(consumeTable(tbl))},
-		{"insert_run", "insertRun: the run's row", insertRunSQL(tbl)},
-		{"trim_runs", "insertRun: the policy's runs older than the newest ArchiveRunsKept", trimRunsSQL(tbl)},
-	} {
-		t.Run(st.name, func(t *testing.T) { golden.SQL(t, st.name, st.about, st.sql) })
-	}
+	golden.Statements(t, []golden.Statement{
+		{Name: "archive_sent", About: "moveBatch, archive mode, SENT rows by sent_at", SQL: moveSQL(tbl, "archive", "sent_at")},
+		{Name: "archive_dead", About: "moveBatch, archive mode, DEAD rows by updated_at", SQL: moveSQL(tbl, "archive", "updated_at")},
+		{Name: "delete_sent", About: "moveBatch, delete mode, SENT rows by sent_at", SQL: moveSQL(tbl, "delete", "sent_at")},
+		{Name: "delete_dead", About: "moveBatch, delete mode, DEAD rows by updated_at", SQL: moveSQL(tbl, "delete", "updated_at")},
+		{Name: "trim_consumer_log", About: "trimConsumerLog: finished dedup rows past the retention", SQL: trimConsumerLogSQL(consumeTable(tbl))},
+		{Name: "insert_run", About: "insertRun: the run's row", SQL: insertRunSQL(tbl)},
+		{Name: "trim_runs", About: "insertRun: the policy's runs older than the newest ArchiveRunsKept", SQL: trimRunsSQL(tbl)},
+	})
 }

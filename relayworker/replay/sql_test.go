@@ -18,16 +18,14 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 		ErrorCode: "X", Destination: "d", CreatedAfter: &at, CreatedBefore: &at}
 	matchAll, _ := matchSQL(tbl, every, 1001)
 	matchType, _ := matchSQL(tbl, Selector{EventType: "T"}, 1001)
-	for _, st := range []struct{ name, about, sql string }{
-		{"read_audit", "begin: the audit row of replay $1", readAuditSQL(tbl)},
-		{"insert_audit", "begin: record a new replay", insertAuditSQL(tbl)},
-		{"finish_audit", "finish: the final phase and counts", finishAuditSQL(tbl)},
-		{"match_every_filter", "match: a selector with every filter set", matchAll},
-		{"match_event_type", "match: a selector with only an event type", matchType},
-		{"hand_back", "handBack: $1 ids back to PENDING for replay $2", handBackSQL(tbl)},
-		{"progress", "handBack: record how far replay $1 got, in the same transaction", progressSQL(tbl)},
-		{"count", "settle and finish: SENT, DEAD and in-flight among $1 ids", countSQL(tbl)},
-	} {
-		t.Run(st.name, func(t *testing.T) { golden.SQL(t, st.name, st.about, st.sql) })
-	}
+	golden.Statements(t, []golden.Statement{
+		{Name: "read_audit", About: "begin: the audit row of replay $1", SQL: readAuditSQL(tbl)},
+		{Name: "insert_audit", About: "begin: record a new replay", SQL: insertAuditSQL(tbl)},
+		{Name: "finish_audit", About: "finish: the final phase and counts", SQL: finishAuditSQL(tbl)},
+		{Name: "match_every_filter", About: "match: a selector with every filter set", SQL: matchAll},
+		{Name: "match_event_type", About: "match: a selector with only an event type", SQL: matchType},
+		{Name: "hand_back", About: "handBack: $1 ids back to PENDING for replay $2", SQL: handBackSQL(tbl)},
+		{Name: "progress", About: "handBack: record how far replay $1 got, in the same transaction", SQL: progressSQL(tbl)},
+		{Name: "count", About: "settle and finish: SENT, DEAD and in-flight among $1 ids", SQL: countSQL(tbl)},
+	})
 }

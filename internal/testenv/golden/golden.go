@@ -13,6 +13,21 @@ import (
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/ with what the code renders")
 
+// Statement is one rendered statement and the name of its golden file.
+type Statement struct {
+	Name  string // testdata/<Name>.sql
+	About string // what was rendered, with which values: the file's first line
+	SQL   string // exactly as the code sends it
+}
+
+// Statements checks each statement with SQL, in a subtest of its name.
+func Statements(t *testing.T, sts []Statement) {
+	t.Helper()
+	for _, st := range sts {
+		t.Run(st.Name, func(t *testing.T) { SQL(t, st.Name, st.About, st.SQL) })
+	}
+}
+
 // SQL compares sql, the statement as the code sends it, with testdata/<name>.sql,
 // whose first line is "-- " + about (what was rendered, with which values). With
 // -update it writes the file instead.
