@@ -101,8 +101,7 @@ func (c *Commands) Dispatch(ctx context.Context, fn CommandFunc, o DispatchOptio
 		if err != nil && ctx.Err() == nil {
 			o.Log.Error(err, "could not claim commands; retrying", "consumerGroup", c.group)
 		}
-		// Each call must end by 3/4 of the lease, counted from the claim: the relay's
-		// publish deadline, from the one place it is written.
+		// Each call must end by 3/4 of the lease from the claim, the relay's rule.
 		deadline := claimedAt.Add(o.Lease - contract.LeaseMargin(o.Lease))
 		for i, cl := range held {
 			if pace != nil {

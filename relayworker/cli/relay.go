@@ -68,17 +68,12 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 
 	opts := relayOptions(cfg)
 	if cfg.SourceMode == contract.SourceLogicalReplication {
-		fdb, err := openDB(ctx, cfg.DSN, 2) // the reader lock holds one connection while it leads
+		feed, closeFeed, err := newFeed(ctx, cfg, m, log)
 		if err != nil {
 			return err
 		}
-		defer fdb.Close()
-		if err := replicationNames(ctx, fdb, cfg); err != nil {
-			return err
-		}
-		co := cdcOptions(cfg)
-		co.Log = log.WithName("cdc")
-		opts.Feed = cdc.New(co, fdb, m) // r.Run runs it, and stops it before fdb closes
+		defer closeFeed()
+		opts.Feed = feed // r.Run runs it, and stops it before closeFeed
 	}
 	r := relay.New(opts, db, st, pub, m, h, log)
 	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode)
@@ -87,6 +82,22 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}
 	log.Info("relay stopped")
 	return nil
+}
+
+// newFeed connects the logical-replication reader on a pool of its own (its reader
+// lock holds one connection while it leads); closeFeed closes that pool.
+func newFeed(ctx context.Context, cfg *config.Relay, m *metrics.Metrics, log logr.Logger) (feed *cdc.Feed, closeFeed func(), err error) {
+	fdb, err := openDB(ctx, cfg.DSN, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := replicationNames(ctx, fdb, cfg); err != nil {
+		_ = fdb.Close()
+		return nil, nil, err
+	}
+	co := cdcOptions(cfg)
+	co.Log = log.WithName("cdc")
+	return cdc.New(co, fdb, m), func() { _ = fdb.Close() }, nil
 }
 
 // replicationNames fills in the slot and publication names left empty: derived from
