@@ -71,7 +71,7 @@ func New(o Options, db *sql.DB, m *metrics.Metrics) *Feed {
 // relay's idle claim loop waits on it).
 func (f *Feed) Arrived() <-chan struct{} { return f.arrived }
 
-// signal notes that inserts were queued; a signal not yet received stands for both.
+// signal notes that inserts were queued; a signal not yet received already says so.
 func (f *Feed) signal() {
 	select {
 	case f.arrived <- struct{}{}:
