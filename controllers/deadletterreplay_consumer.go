@@ -30,7 +30,7 @@ import (
 const consumerDSNPath = "spec.consumer.databaseSecretRef"
 
 // resolveConsumer reads the consumer database's DSN from the replay's own namespace
-// with the uncached reader, like a pipeline's. A missing Secret or key is a
+// with reader, like a pipeline's. A missing Secret or key is a
 // *refProblem.
 func resolveConsumer(ctx context.Context, reader client.Reader, rp *outboxv1.DeadLetterReplay) (dsn string, err error) {
 	t := rp.Spec.Consumer
@@ -64,7 +64,7 @@ func consumerPoolKey(namespace string, ref outboxv1.SecretKeyRef) string {
 // a failed read keeps the last counts.
 func (r *DeadLetterReplayReconciler) readConsumerReplay(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) {
 	t := rp.Spec.Consumer
-	dsn, err := resolveConsumer(ctx, r.APIReader, rp)
+	dsn, err := resolveConsumer(ctx, secretReader(r.secrets, r.APIReader), rp)
 	if err != nil {
 		return
 	}

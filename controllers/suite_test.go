@@ -129,6 +129,7 @@ func managerConfigWithGeneratedRBAC() *rest.Config {
 	})).To(Succeed())
 	c := rest.CopyConfig(cfg)
 	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:outbox-system:controller-manager"}
+	c.Wrap(apiRequests.wrap)
 	return c
 }
 
