@@ -144,7 +144,8 @@ func (r *DeadLetterReplayReconciler) desiredJob(ctx context.Context, rp *outboxv
 
 // createJob applies the Job only if it does not exist yet. A Job's pod template is
 // immutable, and one that exists already is this replay's (created by a pass whose
-// status write was lost), so it is kept as it is rather than re-applied.
+// status write was lost), so it is kept as it is rather than re-applied: a replay
+// sends one apply in its life, and needs no appliedCache (applied.go) to skip more.
 func (r *DeadLetterReplayReconciler) createJob(ctx context.Context, rp *outboxv1.DeadLetterReplay, job *batchv1.Job) error {
 	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.createOnce(ctx, rp, job)
 }

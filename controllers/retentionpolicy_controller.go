@@ -44,6 +44,9 @@ type RetentionPolicyReconciler struct {
 	// secrets reads Secrets when they changed (secretCache); nil reads them uncached
 	// with APIReader. SetupWithManager sets it.
 	secrets *secretCache
+	// applied skips child applies that would change nothing (applied.go); nil
+	// applies on every pass. SetupWithManager sets it.
+	applied *appliedCache
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=retentionpolicies,verbs=get;list;watch
@@ -65,6 +68,7 @@ func (r *RetentionPolicyReconciler) pass(ctx context.Context, req ctrl.Request) 
 	var rp outboxv1.RetentionPolicy
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.applied.forgetOwner(req.NamespacedName)
 			return ctrl.Result{}, nil // the CronJob goes with its owner reference
 		}
 		return ctrl.Result{}, fmt.Errorf("get RetentionPolicy %s: %w", req.NamespacedName, err)
@@ -129,7 +133,7 @@ func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
 // applyCronJob applies the CronJob (its job template is mutable: a change applies to
 // the next run); on return cj holds its live state.
 func (r *RetentionPolicyReconciler) applyCronJob(ctx context.Context, rp *outboxv1.RetentionPolicy, cj *batchv1.CronJob) error {
-	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.apply(ctx, rp, cj)
+	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme, applied: r.applied}.apply(ctx, rp, cj)
 }
 
 // SetupWithManager registers the controller and the pipeline-name index.
@@ -139,6 +143,9 @@ func (r *RetentionPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 	}
 	if r.secrets == nil {
 		r.secrets = newSecretCache(mgr.GetCache(), mgr.GetAPIReader())
+	}
+	if r.applied == nil {
+		r.applied = newAppliedCache()
 	}
 	if err := indexPipelineRef(ctx, mgr, &outboxv1.RetentionPolicy{}, func(o client.Object) string {
 		return o.(*outboxv1.RetentionPolicy).Spec.PipelineRef.Name
