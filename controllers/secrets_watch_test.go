@@ -10,6 +10,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
@@ -122,5 +123,45 @@ var _ = Describe("A rotated or deleted Secret (issue 19)", func() {
 		createSecret(ns, "db", map[string]string{"dsn": dsn})
 		Eventually(getPipeline(ns, "orphan"), "30s").Should(
 			WithTransform(conditionOf(outboxv1.ConditionReady), Not(Equal("False/"+outboxv1.ReasonSecretNotFound))))
+	})
+})
+
+// What a Secret's event wakes, looked up in the suite manager's cache with the
+// controllers' own indexes.
+var _ = Describe("The Secret watch's referrers", func() {
+	It("are the pipelines naming the Secret, their replays and retention policies, and consumer replays naming it", func() {
+		ns := newNamespace()
+		ref := outboxv1.PipelineReference{Name: "orders"}
+		objs := []client.Object{
+			newPipeline(ns, "orders", "db"),
+			newPipeline(ns, "other", "other-db"),
+			&outboxv1.DeadLetterReplay{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "replay"}, Spec: outboxv1.DeadLetterReplaySpec{
+				PipelineRef: ref, Selector: outboxv1.ReplaySelector{ErrorCode: "permanent"}, Reason: "test"}},
+			&outboxv1.DeadLetterReplay{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "consumer"}, Spec: outboxv1.DeadLetterReplaySpec{
+				Consumer: &outboxv1.ConsumerTarget{Group: "billing", DatabaseSecretRef: outboxv1.SecretKeyRef{Name: "db", Key: "dsn"}},
+				Selector: outboxv1.ReplaySelector{ErrorCode: "permanent"}, Reason: "test"}},
+			&outboxv1.RetentionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"}, Spec: outboxv1.RetentionPolicySpec{PipelineRef: ref}},
+			&outboxv1.RetentionPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "other"},
+				Spec: outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: "other"}}},
+		}
+		for _, o := range objs {
+			Expect(k8sClient.Create(suiteCtx, o)).To(Succeed())
+		}
+		w := secretWatch{c: suiteCache}
+		names := func(reqs []reconcile.Request) []string {
+			var out []string
+			for _, r := range reqs {
+				Expect(r.Namespace).To(Equal(ns))
+				out = append(out, r.Name)
+			}
+			return out
+		}
+		Eventually(func(g Gomega) {
+			g.Expect(names(w.pipelines(suiteCtx, ns, "db"))).To(ConsistOf("orders"))
+			g.Expect(names(w.replays(suiteCtx, ns, "db"))).To(ConsistOf("replay", "consumer"))
+			g.Expect(names(w.retentionPolicies(suiteCtx, ns, "db"))).To(ConsistOf("nightly"))
+			g.Expect(names(w.retentionPolicies(suiteCtx, ns, "other-db"))).To(ConsistOf("other"))
+			g.Expect(names(w.replays(suiteCtx, ns, "unrelated"))).To(BeEmpty())
+		}).Should(Succeed())
 	})
 })

@@ -42,6 +42,8 @@ var (
 	pools     *outboxstats.Pools
 	// managerCfg is the suite manager's: its ServiceAccount, counted by apiRequests.
 	managerCfg *rest.Config
+	// suiteCache is the suite manager's cache, with the controllers' indexes.
+	suiteCache cache.Cache
 )
 
 func TestControllers(t *testing.T) {
@@ -80,6 +82,7 @@ var _ = BeforeSuite(func() {
 	// (Secrets: get, and list and watch for the metadata watch).
 	managerCfg = managerConfigWithGeneratedRBAC()
 	mgr, err := ctrl.NewManager(managerCfg, managerOptions())
+	suiteCache = mgr.GetCache()
 	Expect(err).NotTo(HaveOccurred())
 	pools = outboxstats.NewPools()
 	Expect(SetupAll(suiteCtx, mgr, "outbox-relayworker:test", pools, WithSlotReplacedFor(testSlotReplacedFor))).To(Succeed())
