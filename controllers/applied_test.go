@@ -7,16 +7,21 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
 
 // An idle pipeline sends no child applies at all once its children are applied, and a
 // hand edit of a child is still put back (issue 19).
-var _ = Describe("OutboxPipeline children, applied only when something changed", func() {
+var _ = Describe("Children applied only when something changed", func() {
 	It("sends no apply on idle passes, and applies the hand-edited Deployment again", func() {
 		ns := newNamespace()
 		dsn, _, _ := migratedDB()
@@ -25,25 +30,11 @@ var _ = Describe("OutboxPipeline children, applied only when something changed",
 		Eventually(getPipeline(ns, "quiet")).Should(HaveField("Status.Workers", "0/2"))
 
 		// A reconciler driven by hand, as after a restart (empty applied cache), whose
-		// client counts the applies it sends and passes them on unchanged.
-		direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
-		Expect(err).NotTo(HaveOccurred())
-		var applies atomic.Int64
-		counting := interceptor.NewClient(direct, interceptor.Funcs{
-			Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
-				applies.Add(1)
-				return c.Apply(ctx, obj, opts...)
-			},
-		})
+		// client counts the applies it sends.
+		applies, counting := countingApplies()
 		r := &OutboxPipelineReconciler{Client: counting, APIReader: k8sClient, Scheme: scheme,
 			RelayImage: "outbox-relayworker:test", Pools: pools, applied: newAppliedCache()}
-		req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "quiet"}}
-		pass := func() int64 {
-			before := applies.Load()
-			_, err := r.Reconcile(suiteCtx, req)
-			Expect(err).NotTo(HaveOccurred())
-			return applies.Load() - before
-		}
+		pass := countedPass(r, client.ObjectKey{Namespace: ns, Name: "quiet"}, applies)
 		Expect(pass()).To(Equal(int64(4)), "the first pass after a restart applies each child once")
 		for i := range 3 {
 			Expect(pass()).To(BeZero(), "idle pass %d", i+1)
@@ -73,4 +64,63 @@ var _ = Describe("OutboxPipeline children, applied only when something changed",
 		Expect(k8sClient.Get(suiteCtx, key, &dep)).To(Succeed())
 		Expect(*dep.Spec.Replicas).To(Equal(int32(3)))
 	})
+
+	It("sends no CronJob apply on idle retention passes, and applies a hand-edited one again", func() {
+		ns := newNamespace()
+		dsn, _, _ := migratedDB()
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "kept", "db"))).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, &outboxv1.RetentionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+			Spec:       outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: "kept"}},
+		})).To(Succeed())
+		Eventually(getPolicy(ns, "nightly")).Should(
+			WithTransform(policyCondition(outboxv1.ConditionReady), Equal("True/"+outboxv1.ReasonScheduled)))
+
+		applies, counting := countingApplies()
+		r := &RetentionPolicyReconciler{Client: counting, APIReader: k8sClient, Scheme: scheme,
+			RelayImage: "outbox-relayworker:test", Pools: pools, applied: newAppliedCache()}
+		pass := countedPass(r, client.ObjectKey{Namespace: ns, Name: "nightly"}, applies)
+		Expect(pass()).To(Equal(int64(1)), "the first pass after a restart applies the CronJob once")
+		for i := range 3 {
+			Expect(pass()).To(BeZero(), "idle pass %d", i+1)
+		}
+
+		By("a hand edit of the CronJob")
+		key := client.ObjectKey{Namespace: ns, Name: "nightly-retention"}
+		var cj batchv1.CronJob
+		Eventually(func() error {
+			Expect(k8sClient.Get(suiteCtx, key, &cj)).To(Succeed())
+			cj.Spec.Suspend = ptr.To(true)
+			return k8sClient.Update(suiteCtx, &cj)
+		}).Should(Succeed())
+		Expect(pass()).To(Equal(int64(1)))
+		Expect(k8sClient.Get(suiteCtx, key, &cj)).To(Succeed())
+		Expect(cj.Spec.Suspend).To(Or(BeNil(), HaveValue(BeFalse())), "the hand edit is corrected")
+		Expect(pass()).To(BeZero(), "and the pass after is idle again")
+	})
 })
+
+// countingApplies is a client to the API server that counts the applies it sends and
+// passes them on unchanged.
+func countingApplies() (*atomic.Int64, client.Client) {
+	direct, err := client.NewWithWatch(cfg, client.Options{Scheme: scheme})
+	Expect(err).NotTo(HaveOccurred())
+	var applies atomic.Int64
+	return &applies, interceptor.NewClient(direct, interceptor.Funcs{
+		Apply: func(ctx context.Context, c client.WithWatch, obj runtime.ApplyConfiguration, opts ...client.ApplyOption) error {
+			applies.Add(1)
+			return c.Apply(ctx, obj, opts...)
+		},
+	})
+}
+
+// countedPass runs one pass of r for key and returns the applies it sent.
+func countedPass(r reconcile.Reconciler, key client.ObjectKey, applies *atomic.Int64) func() int64 {
+	return func() int64 {
+		before := applies.Load()
+		_, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key})
+		Expect(err).NotTo(HaveOccurred())
+		return applies.Load() - before
+	}
+}

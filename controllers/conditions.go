@@ -119,6 +119,9 @@ type conditionedStatus[S any] interface {
 // result is the pass's own result, returned when the write went through.
 func patchStatusIfChanged[S any, PS conditionedStatus[S]](ctx context.Context, c client.Client, rec events.EventRecorder,
 	obj client.Object, live, desired PS, result ctrl.Result) (ctrl.Result, error) {
+	if stopped(ctx) {
+		return ctrl.Result{}, nil // what a cancelled pass saw is not written (stop.go)
+	}
 	if equality.Semantic.DeepEqual(live, desired) {
 		return result, nil
 	}

@@ -13,6 +13,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -30,7 +31,7 @@ import (
 const consumerDSNPath = "spec.consumer.databaseSecretRef"
 
 // resolveConsumer reads the consumer database's DSN from the replay's own namespace
-// with the uncached reader, like a pipeline's. A missing Secret or key is a
+// with reader, like a pipeline's. A missing Secret or key is a
 // *refProblem.
 func resolveConsumer(ctx context.Context, reader client.Reader, rp *outboxv1.DeadLetterReplay) (dsn string, err error) {
 	t := rp.Spec.Consumer
@@ -64,18 +65,18 @@ func consumerPoolKey(namespace string, ref outboxv1.SecretKeyRef) string {
 // a failed read keeps the last counts.
 func (r *DeadLetterReplayReconciler) readConsumerReplay(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) {
 	t := rp.Spec.Consumer
-	dsn, err := resolveConsumer(ctx, r.APIReader, rp)
+	dsn, err := resolveConsumer(ctx, secretReader(r.secrets, r.APIReader), rp)
 	if err != nil {
 		return
 	}
-	db, release, err := r.Pools.GetRead(ctx, consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn)
-	if err != nil {
-		return
-	}
-	defer release()
-	rctx, cancel := context.WithTimeout(ctx, outboxstats.Timeout)
-	defer cancel()
-	rec, found, err := inbox.FindReplay(rctx, db, t.Schema, t.Group, st.ReplayID)
+	var rec inbox.ReplayState
+	var found bool
+	err = r.Pools.Read(ctx, consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn, func(db *sql.DB) (err error) {
+		rctx, cancel := context.WithTimeout(ctx, outboxstats.Timeout)
+		defer cancel()
+		rec, found, err = inbox.FindReplay(rctx, db, t.Schema, t.Group, st.ReplayID)
+		return err
+	})
 	if err != nil {
 		logf.FromContext(ctx).V(1).Info("could not read the consumer group's replay record", "error", dbErrorText(err, dsn))
 		return

@@ -8,6 +8,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -41,6 +42,9 @@ type DeadLetterReplayReconciler struct {
 	Recorder   events.EventRecorder
 	RelayImage string
 	Pools      *outboxstats.Pools
+	// secrets reads Secrets when they changed (secretCache); nil reads them uncached
+	// with APIReader. SetupWithManager sets it.
+	secrets *secretCache
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=deadletterreplays,verbs=get;list;watch
@@ -51,8 +55,15 @@ type DeadLetterReplayReconciler struct {
 // Reconcile is one pass: fetch, then start the replay (resolve the pipeline, build
 // and create the Job once) or observe it (mirror the Job and the audit row), then
 // write the status once. A user-fixable problem becomes Ready=False with a backoff.
+// A pass cut short by the manager's stop ends without a status write or an error
+// (stop.go).
 func (r *DeadLetterReplayReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("replay", req.NamespacedName))
+	result, err := r.pass(ctx, req)
+	return endPass(ctx, result, err)
+}
+
+func (r *DeadLetterReplayReconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var rp outboxv1.DeadLetterReplay
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -120,12 +131,12 @@ func (r *DeadLetterReplayReconciler) isCurrent(ctx context.Context, rp *outboxv1
 // Secret (spec.consumer), or the pipeline and its Secrets.
 func (r *DeadLetterReplayReconciler) desiredJob(ctx context.Context, rp *outboxv1.DeadLetterReplay) (*batchv1.Job, error) {
 	if rp.Spec.Consumer != nil {
-		if _, err := resolveConsumer(ctx, r.APIReader, rp); err != nil {
+		if _, err := resolveConsumer(ctx, secretReader(r.secrets, r.APIReader), rp); err != nil {
 			return nil, err
 		}
 		return DesiredConsumerReplayJob(rp, r.RelayImage), nil
 	}
-	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	res, err := resolvePipeline(ctx, r.Client, secretReader(r.secrets, r.APIReader), rp.Namespace, rp.Spec.PipelineRef.Name)
 	if err != nil {
 		return nil, err
 	}
@@ -134,7 +145,8 @@ func (r *DeadLetterReplayReconciler) desiredJob(ctx context.Context, rp *outboxv
 
 // createJob applies the Job only if it does not exist yet. A Job's pod template is
 // immutable, and one that exists already is this replay's (created by a pass whose
-// status write was lost), so it is kept as it is rather than re-applied.
+// status write was lost), so it is kept as it is rather than re-applied: a replay
+// sends one apply in its life, and needs no appliedCache (applied.go) to skip more.
 func (r *DeadLetterReplayReconciler) createJob(ctx context.Context, rp *outboxv1.DeadLetterReplay, job *batchv1.Job) error {
 	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.createOnce(ctx, rp, job)
 }
@@ -168,16 +180,16 @@ func (r *DeadLetterReplayReconciler) observe(ctx context.Context, rp *outboxv1.D
 // readAudit copies the worker's counts from the audit table, best effort: the
 // counts are informative, the Job decides the phase.
 func (r *DeadLetterReplayReconciler) readAudit(ctx context.Context, rp *outboxv1.DeadLetterReplay, st *outboxv1.DeadLetterReplayStatus) {
-	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	res, err := resolvePipeline(ctx, r.Client, secretReader(r.secrets, r.APIReader), rp.Namespace, rp.Spec.PipelineRef.Name)
 	if err != nil {
 		return
 	}
-	db, release, err := r.Pools.GetRead(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN)
-	if err != nil {
-		return
-	}
-	defer release()
-	a, found, err := outboxstats.ReadReplayAudit(ctx, db, res.Table, st.ReplayID)
+	var a outboxstats.ReplayAudit
+	var found bool
+	err = r.Pools.Read(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN, func(db *sql.DB) (err error) {
+		a, found, err = outboxstats.ReadReplayAudit(ctx, db, res.Table, st.ReplayID)
+		return err
+	})
 	if err != nil || !found {
 		return
 	}
@@ -189,23 +201,21 @@ func (r *DeadLetterReplayReconciler) SetupWithManager(ctx context.Context, mgr c
 	if r.Pools == nil {
 		r.Pools = outboxstats.NewPools()
 	}
+	if r.secrets == nil {
+		r.secrets = newSecretCache(mgr.GetCache(), mgr.GetAPIReader())
+	}
 	if err := indexPipelineRef(ctx, mgr, &outboxv1.DeadLetterReplay{}, func(o client.Object) string {
 		return o.(*outboxv1.DeadLetterReplay).Spec.PipelineRef.Name
 	}); err != nil {
 		return fmt.Errorf("index DeadLetterReplays by pipeline: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.DeadLetterReplay{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
-		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(),
-			func() client.ObjectList { return &outboxv1.DeadLetterReplayList{} },
-			func(l client.ObjectList) []client.Object {
-				var out []client.Object
-				for i := range l.(*outboxv1.DeadLetterReplayList).Items {
-					out = append(out, &l.(*outboxv1.DeadLetterReplayList).Items[i])
-				}
-				return out
-			}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newReplayList, replayItems),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	w := secretWatch{c: mgr.GetCache(), secrets: r.secrets}
+	return watchesSecrets(b, w, w.replays).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("deadletterreplay").
 		Complete(r)

@@ -4,6 +4,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -175,5 +176,30 @@ var _ = Describe("OutboxPipeline children (server-side apply)", func() {
 		// Every pass stops at the conflict, before the Deployment (applied last).
 		err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "taken-relay"}, &appsv1.Deployment{})
 		Expect(apierrors.IsNotFound(err)).To(BeTrue(), "Deployment: %v", err)
+	})
+
+	It("puts back the schedule and image of a hand-edited retention CronJob", func() {
+		ns, _, _ := runningPipeline("kept")
+		Expect(k8sClient.Create(suiteCtx, &outboxv1.RetentionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "nightly"},
+			Spec:       outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: "kept"}},
+		})).To(Succeed())
+		key := client.ObjectKey{Namespace: ns, Name: "nightly-retention"}
+		var cj batchv1.CronJob
+		Eventually(func() error { return k8sClient.Get(suiteCtx, key, &cj) }).Should(Succeed())
+		schedule := cj.Spec.Schedule
+		Eventually(func() error {
+			Expect(k8sClient.Get(suiteCtx, key, &cj)).To(Succeed())
+			cj.Spec.Schedule = "*/1 * * * *"
+			cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image = "someone/else:1"
+			return k8sClient.Update(suiteCtx, &cj)
+		}).Should(Succeed())
+
+		Eventually(func(g Gomega) {
+			var cur batchv1.CronJob
+			g.Expect(k8sClient.Get(suiteCtx, key, &cur)).To(Succeed())
+			g.Expect(cur.Spec.Schedule).To(Equal(schedule))
+			g.Expect(cur.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Image).To(Equal("outbox-relayworker:test"))
+		}).Should(Succeed())
 	})
 })

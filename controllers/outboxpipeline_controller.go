@@ -39,7 +39,8 @@ const DefaultMaxConcurrentReconciles = 4
 // table's lag and dead counts in the status.
 type OutboxPipelineReconciler struct {
 	client.Client
-	// APIReader reads Secrets without a cache (and without a cluster-wide informer).
+	// APIReader reads what the manager's cache does not hold: Secrets' data (through
+	// secrets) and children without the managed-by label.
 	APIReader  client.Reader
 	Scheme     *runtime.Scheme
 	Recorder   events.EventRecorder
@@ -55,6 +56,9 @@ type OutboxPipelineReconciler struct {
 	// applied skips child applies that would change nothing (applied.go); nil
 	// applies every child on every pass. SetupWithManager sets it.
 	applied *appliedCache
+	// secrets reads Secrets when they changed (secretCache); nil reads them uncached
+	// with APIReader. SetupWithManager sets it.
+	secrets *secretCache
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines,verbs=get;list;watch;patch;update
@@ -64,14 +68,23 @@ type OutboxPipelineReconciler struct {
 // +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch
 // +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=get
+// The Secret watch is of metadata only, but list and watch grant the whole objects:
+// docs/operations.md ("RBAC and Secrets").
+// +kubebuilder:rbac:groups="",resources=secrets,verbs=get;list;watch
 // +kubebuilder:rbac:groups=events.k8s.io,resources=events,verbs=create;patch
 
 // Reconcile is one pass: fetch, then the phases of reconcile, then the status written
 // once. A user-fixable problem (*refProblem) ends the phases early; it becomes
 // Ready=False and Degraded=True, and the pass is retried after statusInterval.
+// A pass cut short by the manager's stop ends without a status write or an error
+// (stop.go).
 func (r *OutboxPipelineReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("pipeline", req.NamespacedName))
+	result, err := r.pass(ctx, req)
+	return endPass(ctx, result, err)
+}
+
+func (r *OutboxPipelineReconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	p, err := r.fetch(ctx, req)
 	if p == nil {
 		return ctrl.Result{}, err
@@ -123,6 +136,9 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	now := r.now()
 	dsn := string(secrets.Data[p.Spec.Source.DSNSecretRef])
 	stats, dbProblem := r.readStats(ctx, p, table, dsn)
+	if dbProblem != nil && stopped(ctx) {
+		return ctrl.Result{}, ctx.Err() // a cancelled read is no DatabaseUnreachable
+	}
 	if dbProblem == nil {
 		recordStats(st, stats, now)
 		if db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn); err == nil {
@@ -165,9 +181,9 @@ func (r *OutboxPipelineReconciler) validate(p *outboxv1.OutboxPipeline) (pgident
 }
 
 // readSecrets reads the referenced Secret keys, from the pipeline's namespace only,
-// uncached. Nothing is applied until they all exist.
+// again only when a Secret changed. Nothing is applied until they all exist.
 func (r *OutboxPipelineReconciler) readSecrets(ctx context.Context, p *outboxv1.OutboxPipeline) (SecretValues, error) {
-	return readSecretRefs(ctx, r.APIReader, p.Namespace, SecretRefs(p))
+	return readSecretRefs(ctx, secretReader(r.secrets, r.APIReader), p.Namespace, SecretRefs(p))
 }
 
 // relayChildren are the objects a pipeline owns. All of them carry owner references,
@@ -208,11 +224,16 @@ func (r *OutboxPipelineReconciler) now() time.Time {
 	return time.Now()
 }
 
-// SetupWithManager registers the controller. Every child kind is watched, so a hand
-// edit or deletion of a child queues the pass that puts it back.
-func (r *OutboxPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
+// SetupWithManager registers the controller and the Secret-name indexes (the replay
+// and retention controllers' Secret watches use them too). Every child kind is
+// watched, so a hand edit or deletion of a child queues the pass that puts it back,
+// and so is the metadata of Secrets, so a changed Secret queues its pipelines' passes.
+func (r *OutboxPipelineReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager) error {
 	if r.Pools == nil {
 		r.Pools = outboxstats.NewPools()
+	}
+	if r.secrets == nil {
+		r.secrets = newSecretCache(mgr.GetCache(), mgr.GetAPIReader())
 	}
 	if r.applied == nil {
 		r.applied = newAppliedCache()
@@ -221,12 +242,17 @@ func (r *OutboxPipelineReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	if n <= 0 {
 		n = DefaultMaxConcurrentReconciles
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	if err := indexSecretRefs(ctx, mgr); err != nil {
+		return err
+	}
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.OutboxPipeline{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&appsv1.Deployment{}).
 		Owns(&corev1.ServiceAccount{}).
 		Owns(&corev1.Service{}).
-		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Owns(&policyv1.PodDisruptionBudget{}, builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	w := secretWatch{c: mgr.GetCache(), secrets: r.secrets}
+	return watchesSecrets(b, w, w.pipelines).
 		WithOptions(controller.Options{MaxConcurrentReconciles: n}).
 		Named("outboxpipeline").
 		Complete(r)

@@ -42,6 +42,9 @@ type pipelineGauges struct {
 	// Set by every pass that read the table, kept while reads fail: how old the
 	// status's numbers are, without a status write per pass.
 	readTimestamp *prometheus.GaugeVec
+	// spec.monitoring.statusInterval, so an alert can tell a stale read timestamp
+	// from a pipeline that is read rarely (OutboxPipelineStatusStale).
+	statusInterval *prometheus.GaugeVec
 }
 
 func newPipelineGauges() *pipelineGauges {
@@ -70,6 +73,8 @@ func newPipelineGauges() *pipelineGauges {
 		workersDesired: g("workers_desired", "Desired relay pods (0 while spec.paused)."),
 		readTimestamp: g("status_read_timestamp_seconds",
 			"Unix time of the last status pass that read the outbox table; kept while reads fail."),
+		statusInterval: g("status_interval_seconds",
+			"The pipeline's spec.monitoring.statusInterval: how often a status pass reads its outbox table."),
 	}
 }
 
@@ -79,7 +84,7 @@ func (m *pipelineGauges) tableVecs() []*prometheus.GaugeVec {
 
 func (m *pipelineGauges) collectors() []prometheus.Collector {
 	var out []prometheus.Collector
-	for _, v := range append(m.tableVecs(), m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp) {
+	for _, v := range append(m.tableVecs(), m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp, m.statusInterval) {
 		out = append(out, v)
 	}
 	return out
@@ -98,6 +103,7 @@ func (m *pipelineGauges) observe(p *outboxv1.OutboxPipeline, st *outboxv1.Outbox
 	ns, name := p.Namespace, p.Name
 	m.workersReady.WithLabelValues(ns, name).Set(float64(st.ReadyWorkers))
 	m.workersDesired.WithLabelValues(ns, name).Set(float64(st.Replicas))
+	m.statusInterval.WithLabelValues(ns, name).Set(p.Spec.Monitoring.StatusInterval.Seconds())
 	if dbProblem != nil {
 		m.unread(ns, name)
 		return
@@ -140,7 +146,7 @@ func (m *pipelineGauges) unread(ns, name string) {
 // forget deletes every series of a deleted pipeline.
 func (m *pipelineGauges) forget(ns, name string) {
 	m.unread(ns, name)
-	for _, v := range []*prometheus.GaugeVec{m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp} {
+	for _, v := range []*prometheus.GaugeVec{m.dbReachable, m.workersReady, m.workersDesired, m.readTimestamp, m.statusInterval} {
 		v.DeleteLabelValues(ns, name)
 	}
 }

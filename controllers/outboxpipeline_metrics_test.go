@@ -70,6 +70,7 @@ var _ = Describe("OutboxPipeline metrics", func() {
 		Expect(seriesValue("outbox_pipeline_oldest_pending_age_seconds", ns, "metered")()).To(BeNumerically(">=", 590))
 		Expect(seriesValue("outbox_pipeline_workers_desired", ns, "metered")()).To(BeNumerically(">=", 1))
 		Expect(seriesValue("outbox_pipeline_workers_ready", ns, "metered")()).To(Equal(0.0), "envtest runs no pods")
+		Expect(seriesValue("outbox_pipeline_status_interval_seconds", ns, "metered")()).To(Equal(5.0))
 
 		By("an unreachable database: reachable 0, and no stale counts")
 		sec.StringData = map[string]string{"dsn": "postgres://u@127.0.0.1:1/db?sslmode=disable&connect_timeout=1"}
@@ -81,6 +82,7 @@ var _ = Describe("OutboxPipeline metrics", func() {
 		Expect(k8sClient.Delete(suiteCtx, p)).To(Succeed())
 		Eventually(seriesValue("outbox_pipeline_database_reachable", ns, "metered"), 20*time.Second).Should(Equal(-1.0))
 		Expect(seriesValue("outbox_pipeline_workers_desired", ns, "metered")()).To(Equal(-1.0))
+		Expect(seriesValue("outbox_pipeline_status_interval_seconds", ns, "metered")()).To(Equal(-1.0))
 	})
 })
 

@@ -68,6 +68,9 @@ func (r *OutboxPipelineReconciler) finalize(ctx context.Context, p *outboxv1.Out
 			return ctrl.Result{}, fmt.Errorf("delete relay Deployment before dropping the slot: %w", err)
 		}
 		db, err := r.slotDB(ctx, pd)
+		if err != nil && stopped(ctx) {
+			return ctrl.Result{}, err
+		}
 		if err != nil {
 			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotDropped", "Finalize",
 				"cannot drop replication slot %s: %v; fix the DSN Secret, or drop it yourself (SELECT pg_drop_replication_slot('%s')) and annotate the pipeline %s=true",
@@ -110,7 +113,7 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 			return
 		}
 		if err := replslot.Drop(ctx, db, slot, slot); err != nil {
-			logf.FromContext(ctx).Info("could not drop the slot of a pipeline that left LogicalReplication mode; retrying", "slot", slot, "error", dbErrorText(err, ""))
+			logSlotError(ctx, "could not drop the slot of a pipeline that left LogicalReplication mode; retrying", slot, err)
 			return
 		}
 		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "SlotDropped", "DropSlot", "dropped replication slot and publication %s: the pipeline polls now", slot)
@@ -123,7 +126,7 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 	}
 	seen, err := readSlot(ctx, db, slot)
 	if err != nil {
-		logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
+		logSlotError(ctx, "could not read the replication slot", slot, err)
 		return
 	}
 	plan := planSlot(st.Replication, seen, table)
@@ -136,7 +139,7 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 	}
 	if plan.ensure || plan.moveTo {
 		if seen, err = readSlot(ctx, db, slot); err != nil {
-			logf.FromContext(ctx).Info("could not read the replication slot", "slot", slot, "error", dbErrorText(err, ""))
+			logSlotError(ctx, "could not read the replication slot", slot, err)
 			return
 		}
 	}
@@ -147,6 +150,13 @@ func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.
 	st.Replication = &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: seen.found,
 		Active: s.Active, ConfirmedLSN: s.ConfirmedLSN, LagBytes: s.LagBytes, WALStatus: s.WALStatus,
 		PublicationTable: strings.Join(seen.tables, ","), LastReplaced: replaced}
+}
+
+// logSlotError logs a failed slot operation, unless the manager's stop failed it.
+func logSlotError(ctx context.Context, msg, slot string, err error) {
+	if !stopped(ctx) {
+		logf.FromContext(ctx).Info(msg, "slot", slot, "error", dbErrorText(err, ""))
+	}
 }
 
 // readSlot reads the slot and what its publication (of the same name) covers.
@@ -169,6 +179,9 @@ func (r *OutboxPipelineReconciler) ensureSlot(ctx context.Context, p *outboxv1.O
 	plan slotPlan) *outboxv1.SlotReplacement {
 	slot := ReplicationSlot(p)
 	_, invalidated, err := replslot.Ensure(ctx, db, table, slot, slot)
+	if err != nil && stopped(ctx) {
+		return nil
+	}
 	if err != nil {
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
 			"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
@@ -193,6 +206,9 @@ func (r *OutboxPipelineReconciler) ensureSlot(ctx context.Context, p *outboxv1.O
 func (r *OutboxPipelineReconciler) movePublication(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, from []string, table pgident.Table) {
 	pub := ReplicationSlot(p)
 	if err := replslot.SetPublicationTable(ctx, db, pub, table); err != nil {
+		if stopped(ctx) {
+			return
+		}
 		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "PublicationNotMoved", "MovePublication",
 			"cannot move publication %s from %s to %s: %s", pub, strings.Join(from, ","), table, dbErrorText(err, ""))
 		return

@@ -12,6 +12,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
@@ -56,31 +57,41 @@ func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outb
 }
 
 // readStats reads one snapshot of the outbox table, bounded by outboxstats.Timeout: an
-// unreachable database only degrades this pipeline. The *refProblem says why the
-// table could not be read.
+// unreachable database only degrades this pipeline, and a hung one fails its reads at
+// once for a while (outboxstats.Read). The *refProblem says why the table could not
+// be read.
 func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
 	dsn string) (outboxstats.Stats, *refProblem) {
-	ref := p.Spec.Source.DSNSecretRef
-	db, release, err := r.Pools.GetRead(ctx, poolKey(p.Namespace, p.Name), dsn)
-	if errors.Is(err, outboxstats.ErrDatabaseBusy) {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot read %s: %v (the operator's reads of this database are waiting for it)", table, err)}
-	}
-	if err != nil {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
-	}
-	defer release()
-	s, err := outboxstats.Read(ctx, db, table)
+	var s outboxstats.Stats
+	err := r.Pools.Read(ctx, poolKey(p.Namespace, p.Name), dsn, func(db *sql.DB) (err error) {
+		s, err = outboxstats.Read(ctx, db, table)
+		return err
+	})
 	if err == nil {
 		return s, nil
 	}
+	return outboxstats.Stats{}, statsProblem(ctx, p, table, dsn, err)
+}
+
+// statsProblem is the condition a failed read of table gives.
+func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string, err error) *refProblem {
+	ref := p.Spec.Source.DSNSecretRef
 	msg := dbErrorText(err, dsn)
-	if errors.Is(err, outboxstats.ErrTableMissing) {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonTableMissing, msg}
+	switch {
+	case errors.Is(err, outboxstats.ErrDatabaseBusy):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %s (the operator's reads of this database are waiting for it)", table, msg)}
+	case errors.Is(err, outboxstats.ErrDatabaseUnresponsive):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %s; check the database server, which the relay workers use too", table, msg)}
+	case errors.Is(err, outboxstats.ErrUnusableDSN):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot use the DSN from Secret %q key %q: %s", ref.Name, ref.Key, msg)}
+	case errors.Is(err, outboxstats.ErrTableMissing):
+		return &refProblem{outboxv1.ReasonTableMissing, msg}
 	}
 	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-	return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
 }
 

@@ -71,16 +71,44 @@ func indexPipelineRef(ctx context.Context, mgr ctrl.Manager, obj client.Object, 
 }
 
 // enqueueReferrers maps a pipeline event to the objects (of list's kind) naming it.
-func enqueueReferrers(c client.Client, newList func() client.ObjectList, items func(client.ObjectList) []client.Object) handler.EventHandler {
+func enqueueReferrers(c client.Reader, newList func() client.ObjectList, items func(client.ObjectList) []client.Object) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		list := newList()
-		if err := c.List(ctx, list, client.InNamespace(o.GetNamespace()), client.MatchingFields{pipelineRefIndex: o.GetName()}); err != nil {
-			return nil
-		}
-		var reqs []reconcile.Request
-		for _, it := range items(list) {
-			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(it)})
-		}
-		return reqs
+		return listRequests(ctx, c, o.GetNamespace(), pipelineRefIndex, o.GetName(), newList, items)
 	})
+}
+
+// listRequests lists the objects in ns whose index field has value, as requests.
+func listRequests(ctx context.Context, c client.Reader, ns, field, value string, newList func() client.ObjectList,
+	items func(client.ObjectList) []client.Object) []reconcile.Request {
+	list := newList()
+	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
+		return nil
+	}
+	var reqs []reconcile.Request
+	for _, it := range items(list) {
+		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(it)})
+	}
+	return reqs
+}
+
+func newReplayList() client.ObjectList { return &outboxv1.DeadLetterReplayList{} }
+
+func replayItems(l client.ObjectList) []client.Object {
+	items := l.(*outboxv1.DeadLetterReplayList).Items
+	out := make([]client.Object, 0, len(items))
+	for i := range items {
+		out = append(out, &items[i])
+	}
+	return out
+}
+
+func newRetentionList() client.ObjectList { return &outboxv1.RetentionPolicyList{} }
+
+func retentionItems(l client.ObjectList) []client.Object {
+	items := l.(*outboxv1.RetentionPolicyList).Items
+	out := make([]client.Object, 0, len(items))
+	for i := range items {
+		out = append(out, &items[i])
+	}
+	return out
 }

@@ -41,6 +41,12 @@ type RetentionPolicyReconciler struct {
 	RelayImage string
 	// Pools are shared with the pipeline controller: one bounded pool per database.
 	Pools *outboxstats.Pools
+	// secrets reads Secrets when they changed (secretCache); nil reads them uncached
+	// with APIReader. SetupWithManager sets it.
+	secrets *secretCache
+	// applied skips child applies that would change nothing (applied.go); nil
+	// applies on every pass. SetupWithManager sets it.
+	applied *appliedCache
 }
 
 // +kubebuilder:rbac:groups=outbox.dev,resources=retentionpolicies,verbs=get;list;watch
@@ -50,11 +56,19 @@ type RetentionPolicyReconciler struct {
 
 // Reconcile is one pass: fetch, then the phases of reconcile, then the status written
 // once. A user-fixable problem becomes Ready=False with a backoff.
+// A pass cut short by the manager's stop ends without a status write or an error
+// (stop.go).
 func (r *RetentionPolicyReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	ctx = logf.IntoContext(ctx, logf.FromContext(ctx).WithValues("retentionPolicy", req.NamespacedName))
+	result, err := r.pass(ctx, req)
+	return endPass(ctx, result, err)
+}
+
+func (r *RetentionPolicyReconciler) pass(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	var rp outboxv1.RetentionPolicy
 	if err := r.Get(ctx, req.NamespacedName, &rp); err != nil {
 		if apierrors.IsNotFound(err) {
+			r.applied.forgetOwner(req.NamespacedName)
 			return ctrl.Result{}, nil // the CronJob goes with its owner reference
 		}
 		return ctrl.Result{}, fmt.Errorf("get RetentionPolicy %s: %w", req.NamespacedName, err)
@@ -80,7 +94,7 @@ func (r *RetentionPolicyReconciler) reconcile(ctx context.Context, rp *outboxv1.
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	res, err := resolvePipeline(ctx, r.Client, r.APIReader, rp.Namespace, rp.Spec.PipelineRef.Name)
+	res, err := resolvePipeline(ctx, r.Client, secretReader(r.secrets, r.APIReader), rp.Namespace, rp.Spec.PipelineRef.Name)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -119,7 +133,7 @@ func parseSchedule(spec string, tz *string) (cron.Schedule, error) {
 // applyCronJob applies the CronJob (its job template is mutable: a change applies to
 // the next run); on return cj holds its live state.
 func (r *RetentionPolicyReconciler) applyCronJob(ctx context.Context, rp *outboxv1.RetentionPolicy, cj *batchv1.CronJob) error {
-	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme}.apply(ctx, rp, cj)
+	return childApplier{c: r.Client, api: r.APIReader, scheme: r.Scheme, applied: r.applied}.apply(ctx, rp, cj)
 }
 
 // SetupWithManager registers the controller and the pipeline-name index.
@@ -127,23 +141,24 @@ func (r *RetentionPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 	if r.Pools == nil {
 		r.Pools = outboxstats.NewPools()
 	}
+	if r.secrets == nil {
+		r.secrets = newSecretCache(mgr.GetCache(), mgr.GetAPIReader())
+	}
+	if r.applied == nil {
+		r.applied = newAppliedCache()
+	}
 	if err := indexPipelineRef(ctx, mgr, &outboxv1.RetentionPolicy{}, func(o client.Object) string {
 		return o.(*outboxv1.RetentionPolicy).Spec.PipelineRef.Name
 	}); err != nil {
 		return fmt.Errorf("index RetentionPolicies by pipeline: %w", err)
 	}
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.RetentionPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.CronJob{}).
-		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(),
-			func() client.ObjectList { return &outboxv1.RetentionPolicyList{} },
-			func(l client.ObjectList) []client.Object {
-				var out []client.Object
-				for i := range l.(*outboxv1.RetentionPolicyList).Items {
-					out = append(out, &l.(*outboxv1.RetentionPolicyList).Items[i])
-				}
-				return out
-			}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
+		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newRetentionList, retentionItems),
+			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
+	w := secretWatch{c: mgr.GetCache(), secrets: r.secrets}
+	return watchesSecrets(b, w, w.retentionPolicies).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 2}).
 		Named("retentionpolicy").
 		Complete(r)

@@ -7,8 +7,9 @@ Licensed under the Apache License, Version 2.0.
 package controllers
 
 // The Secret keys a pipeline references: which they are, reading them (only from the
-// referencing object's own namespace, one by one, never from a cache), and the
-// fingerprint of their values that rolls the workers when a credential changes.
+// referencing object's own namespace, one by one, through the secretCache that reads
+// a Secret again only when it changed), and the fingerprint of their values that
+// rolls the workers when a credential changes.
 
 import (
 	"context"
@@ -80,9 +81,18 @@ func SecretHash(v SecretValues) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
+// secretReader is how a reconciler reads Secrets: the shared secretCache SetupAll made,
+// or, for a reconciler built by hand (tests), the uncached reader.
+func secretReader(c *secretCache, api client.Reader) client.Reader {
+	if c != nil {
+		return c
+	}
+	return api
+}
+
 // readSecretRefs fetches every referenced Secret key from the object's OWN namespace
-// with the uncached reader (no cluster-wide Secret informer). A missing or forbidden
-// Secret, or a missing or empty key, is a *refProblem; other API errors are errors.
+// with reader (secretReader). A missing or forbidden Secret, or a missing or empty
+// key, is a *refProblem; other API errors are errors.
 func readSecretRefs(ctx context.Context, reader client.Reader, namespace string, refs []NamedRef) (SecretValues, error) {
 	secrets := map[string]*corev1.Secret{}
 	values := SecretValues{Data: map[outboxv1.SecretKeyRef][]byte{}, UIDs: map[string]string{}}

@@ -26,11 +26,14 @@ import (
 )
 
 // CacheByObject limits the manager's informers for owned kinds to objects the operator
-// manages, so it never caches every Deployment, Service or Job of the cluster. Secrets
-// are never cached at all: they are read one by one with an uncached reader.
+// manages, so it never caches every Deployment, Service or Job of the cluster. Of
+// Secrets the cache holds the identity only (name, namespace, UID, resourceVersion:
+// keepSecretIdentity), from a metadata watch that tells when one changed; their data
+// is read one by one, uncached, when it did (secretCache).
 func CacheByObject() map[client.Object]cache.ByObject {
 	managed := cache.ByObject{Label: labels.SelectorFromSet(labels.Set{LabelManagedBy: ManagedBy})}
 	return map[client.Object]cache.ByObject{
+		&corev1.Secret{}:                {Transform: keepSecretIdentity},
 		&appsv1.Deployment{}:            managed,
 		&corev1.Service{}:               managed,
 		&corev1.ServiceAccount{}:        managed,
@@ -41,7 +44,8 @@ func CacheByObject() map[client.Object]cache.ByObject {
 }
 
 // NeverCached lists kinds the manager's client must never serve from (or start) an
-// informer for: Secrets are read one at a time, in the referencing object's namespace.
+// informer for: a Secret's data is read one at a time, in the referencing object's
+// namespace (only its metadata is watched).
 func NeverCached() []client.Object { return []client.Object{&corev1.Secret{}} }
 
 // Option tunes SetupAll.
@@ -69,25 +73,32 @@ func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *o
 		pools = outboxstats.NewPools()
 	}
 	reader := mgr.GetAPIReader()
+	// One Secret cache for the three: a Secret read for a pipeline is not read again
+	// for its replays and retention policies.
+	secrets := newSecretCache(mgr.GetCache(), reader)
 	pipelines := &OutboxPipelineReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("outboxpipeline-controller"), RelayImage: relayImage, Pools: pools,
+		secrets: secrets,
 	}
 	for _, o := range opts {
 		o(pipelines)
 	}
-	if err := pipelines.SetupWithManager(mgr); err != nil {
+	// First: it registers the Secret indexes the other two controllers' watches use.
+	if err := pipelines.SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up OutboxPipeline controller: %w", err)
 	}
 	if err := (&DeadLetterReplayReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("deadletterreplay-controller"), RelayImage: relayImage, Pools: pools,
+		secrets: secrets,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up DeadLetterReplay controller: %w", err)
 	}
 	if err := (&RetentionPolicyReconciler{
 		Client: mgr.GetClient(), APIReader: reader, Scheme: mgr.GetScheme(),
 		Recorder: mgr.GetEventRecorder("retentionpolicy-controller"), RelayImage: relayImage, Pools: pools,
+		secrets: secrets,
 	}).SetupWithManager(ctx, mgr); err != nil {
 		return fmt.Errorf("set up RetentionPolicy controller: %w", err)
 	}

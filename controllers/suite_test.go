@@ -40,6 +40,10 @@ var (
 	suiteCtx  context.Context
 	cancel    context.CancelFunc
 	pools     *outboxstats.Pools
+	// managerCfg is the suite manager's: its ServiceAccount, counted by apiRequests.
+	managerCfg *rest.Config
+	// suiteCache is the suite manager's cache, with the controllers' indexes.
+	suiteCache cache.Cache
 )
 
 func TestControllers(t *testing.T) {
@@ -74,17 +78,11 @@ var _ = BeforeSuite(func() {
 	Expect(err).NotTo(HaveOccurred())
 
 	// The manager runs as a ServiceAccount bound to the generated ClusterRole
-	// (config/rbac/role.yaml), so every spec also proves the RBAC markers suffice,
-	// e.g. Secrets are only ever fetched with "get", never listed or watched.
-	mgrCfg := managerConfigWithGeneratedRBAC()
-	mgr, err := ctrl.NewManager(mgrCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: "0"},
-		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: CacheByObject()},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: NeverCached()}},
-		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
-	})
+	// (config/rbac/role.yaml), so every spec also proves the RBAC markers suffice
+	// (Secrets: get, and list and watch for the metadata watch).
+	managerCfg = managerConfigWithGeneratedRBAC()
+	mgr, err := ctrl.NewManager(managerCfg, managerOptions())
+	suiteCache = mgr.GetCache()
 	Expect(err).NotTo(HaveOccurred())
 	pools = outboxstats.NewPools()
 	Expect(SetupAll(suiteCtx, mgr, "outbox-relayworker:test", pools, WithSlotReplacedFor(testSlotReplacedFor))).To(Succeed())
@@ -112,6 +110,18 @@ var _ = AfterSuite(func() {
 
 func ptrTo[T any](v T) *T { return &v }
 
+// managerOptions are the production manager's (cmd/manager), without the endpoints.
+func managerOptions() ctrl.Options {
+	return ctrl.Options{
+		Scheme:                 scheme,
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  cache.Options{ByObject: CacheByObject()},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: NeverCached()}},
+		Controller:             config.Controller{SkipNameValidation: ptrTo(true)},
+	}
+}
+
 func managerConfigWithGeneratedRBAC() *rest.Config {
 	b, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
 	Expect(err).NotTo(HaveOccurred())
@@ -129,6 +139,7 @@ func managerConfigWithGeneratedRBAC() *rest.Config {
 	})).To(Succeed())
 	c := rest.CopyConfig(cfg)
 	c.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:outbox-system:controller-manager"}
+	c.Wrap(apiRequests.wrap)
 	return c
 }
 

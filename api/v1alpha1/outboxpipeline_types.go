@@ -275,8 +275,8 @@ type RelaySettings struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.statusInterval) || duration(self.statusInterval) >= duration('5s')",message="monitoring.statusInterval must be at least 5s"
 type MonitoringSettings struct {
 	// StatusInterval is how often the operator reads the outbox table (cheap, indexed,
-	// 3s timeout) to refresh the status counts and conditions. Secret changes are also
-	// picked up at this interval.
+	// 3s timeout) to refresh the status counts and conditions. Secret changes do not
+	// wait for it: the operator watches the referenced Secrets.
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
