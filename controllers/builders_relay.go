@@ -183,7 +183,7 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 // sourceModeEnv configures logical-replication mode; nothing in Polling mode (the
 // worker's default).
 func sourceModeEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication {
+	if !p.Spec.LogicalReplication() {
 		return nil
 	}
 	slot := ReplicationSlot(p)

@@ -39,7 +39,7 @@ const AnnotationKeepSlot = "outbox.dev/keep-replication-slot"
 // ensureSlotFinalizer adds the finalizer to a LogicalReplication pipeline, and removes
 // it once a pipeline left that mode and its slot is gone (status.replication empty).
 func (r *OutboxPipelineReconciler) ensureSlotFinalizer(ctx context.Context, p *outboxv1.OutboxPipeline) error {
-	want := p.Spec.Source.Mode == outboxv1.SourceLogicalReplication || p.Status.Replication != nil
+	want := p.Spec.LogicalReplication() || p.Status.Replication != nil
 	if want == controllerutil.ContainsFinalizer(p, SlotFinalizer) {
 		return nil
 	}
@@ -108,7 +108,7 @@ func (r *OutboxPipelineReconciler) slotDB(ctx context.Context, p *outboxv1.Outbo
 // relay works without the operator's view of its slot.
 func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, st *outboxv1.OutboxPipelineStatus) {
 	slot := ReplicationSlot(p)
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication {
+	if !p.Spec.LogicalReplication() {
 		if st.Replication == nil {
 			return
 		}
@@ -221,7 +221,7 @@ func (r *OutboxPipelineReconciler) movePublication(ctx context.Context, p *outbo
 // slotProblem is the Degraded reason and message for the slot, or "".
 func slotProblem(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus) (reason, msg string) {
 	rs := st.Replication
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication || rs == nil || !rs.Exists {
+	if !p.Spec.LogicalReplication() || rs == nil || !rs.Exists {
 		return "", ""
 	}
 	if rs.WALStatus == "lost" {
