@@ -11,8 +11,6 @@ package controllers
 // messages are in outboxpipeline_broker.go.
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -21,7 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
@@ -53,35 +50,6 @@ func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outb
 	}
 	setCondition(&st.Conditions, p.Generation, outboxv1.ConditionProgressing, metav1.ConditionFalse, outboxv1.ReasonRolloutComplete,
 		fmt.Sprintf("Deployment %s is up to date", dep.Name))
-}
-
-// readStats reads one snapshot of the outbox table, bounded by outboxstats.Timeout: an
-// unreachable database only degrades this pipeline. The *refProblem says why the
-// table could not be read.
-func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
-	dsn string) (outboxstats.Stats, *refProblem) {
-	ref := p.Spec.Source.DSNSecretRef
-	db, release, err := r.Pools.GetRead(ctx, poolKey(p.Namespace, p.Name), dsn)
-	if errors.Is(err, outboxstats.ErrDatabaseBusy) {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot read %s: %v (the operator's reads of this database are waiting for it)", table, err)}
-	}
-	if err != nil {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
-	}
-	defer release()
-	s, err := outboxstats.Read(ctx, db, table)
-	if err == nil {
-		return s, nil
-	}
-	msg := dbErrorText(err, dsn)
-	if errors.Is(err, outboxstats.ErrTableMissing) {
-		return outboxstats.Stats{}, &refProblem{outboxv1.ReasonTableMissing, msg}
-	}
-	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-	return outboxstats.Stats{}, &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
 }
 
 // recordStats copies a snapshot into st. lastCheckTime moves only when a value changed
@@ -134,17 +102,18 @@ func setReady(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbP
 // setDegraded picks the most explanatory problem: the database first (without it nothing
 // else can be read), then a broker outage reported by the workers (brokerMsg, "" when
 // none; it explains delayed events), then delays and dead events.
-func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, brokerMsg string, now time.Time) {
+func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, table pgident.Table, dbProblem *refProblem,
+	brokerMsg string, now time.Time) {
 	gen := p.Generation
 	m := p.Spec.Monitoring
+	slotReason, slotMsg := slotProblem(p, st, table)
 	switch {
 	case dbProblem != nil:
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbProblem.Reason, dbProblem.Message)
 	case brokerMsg != "":
 		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
-	case slotReason(p, st) != "":
-		reason, msg := slotProblem(p, st)
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+	case slotReason != "":
+		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, slotReason, slotMsg)
 	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
 		// The time, not the age: an age would change the message, and so write the
 		// status and wake every watcher, on every pass.
