@@ -138,8 +138,10 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 		r.reconcileSlot(ctx, p, table, view, st)
 	}
 	pipelineMetrics.observe(p, st, view.stats, view.problem, now)
-	setReady(p, st, view.problem, children.deployment.Name)
-	setDegraded(p, st, table, view.problem, brokerUnavailableMessage(view.stats.Workers), now)
+	h := pipelineHealth{p: p, st: st, table: table, dbProblem: view.problem, workers: view.stats.Workers,
+		deployment: children.deployment.Name, now: now}
+	setReady(h)
+	setDegraded(h)
 	return ctrl.Result{RequeueAfter: p.Spec.Monitoring.StatusInterval.Duration}, nil
 }
 

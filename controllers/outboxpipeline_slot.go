@@ -230,23 +230,3 @@ func (r *OutboxPipelineReconciler) movePublication(ctx context.Context, p *outbo
 		"publication %s now covers %s (was %s); the slot stays, rows of %s committed before the move are published by polling after cdcHandoverAfter",
 		pub, table, strings.Join(from, ","), table)
 }
-
-// slotProblem is the Degraded reason and message for the slot, or "".
-func slotProblem(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, table pgident.Table) (reason, msg string) {
-	rs := st.Replication
-	if !p.Spec.LogicalReplication() || rs == nil || !rs.Exists {
-		return "", ""
-	}
-	if rs.WALStatus == "lost" {
-		return outboxv1.ReasonSlotInvalidated, fmt.Sprintf("PostgreSQL invalidated replication slot %s (max_slot_wal_keep_size): polling publishes every event meanwhile, and the relay replaces the slot", rs.Slot)
-	}
-	if rs.PublicationTable != "" && rs.PublicationTable != table.String() {
-		return outboxv1.ReasonPublicationMismatch, fmt.Sprintf("publication %s covers %s, not spec.source.table %s, and the operator could not move it (see the PublicationNotMoved event; ALTER PUBLICATION needs ownership of the table): every event waits cdcHandoverAfter for polling",
-			rs.Publication, rs.PublicationTable, table)
-	}
-	if max := p.Spec.Source.MaxSlotLag; max != nil && rs.LagBytes > max.Value() {
-		return outboxv1.ReasonSlotLagging, fmt.Sprintf("replication slot %s holds %d bytes of WAL, more than maxSlotLag %s (active: %t); check the relay workers and long-running transactions",
-			rs.Slot, rs.LagBytes, max.String(), rs.Active)
-	}
-	return "", ""
-}

@@ -7,7 +7,8 @@ Licensed under the Apache License, Version 2.0.
 package controllers
 
 // The OutboxPipeline's status: what the workers' Deployment and the outbox table say,
-// and the Ready, Degraded and Progressing conditions made from it. The broker
+// and the Progressing, kstatus and SlotReplaced conditions made from it. Ready and
+// Degraded are priority lists of checks (outboxpipeline_checks.go); the broker
 // messages are in outboxpipeline_broker.go.
 
 import (
@@ -22,7 +23,6 @@ import (
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
 // setNotReady reports a problem that stopped the pass before the children were applied.
@@ -76,57 +76,6 @@ func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now tim
 		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
 	if changed || st.LastCheckTime == nil {
 		st.LastCheckTime = &metav1.Time{Time: now}
-	}
-}
-
-// setReady: the database first (without it nothing else is known), then a pause,
-// then whether any worker is ready.
-func setReady(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, depName string) {
-	gen := p.Generation
-	switch {
-	case dbProblem != nil:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, dbProblem.Reason, dbProblem.Message)
-	case p.Spec.Paused:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonPaused,
-			"spec.paused is true: no workers run, events accumulate as PENDING")
-	case st.Replicas > 0 && st.ReadyWorkers == 0:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonWorkersNotReady,
-			fmt.Sprintf("0/%d relay workers ready%s; see `kubectl describe deployment %s` and the pods' logs",
-				st.Replicas, brokerHint(st.BrokerUnavailableWorkers), depName))
-	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonReady,
-			fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
-	}
-}
-
-// setDegraded picks the most explanatory problem: the database first (without it nothing
-// else can be read), then a broker outage reported by the workers (brokerMsg, "" when
-// none; it explains delayed events), then delays and dead events.
-func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, table pgident.Table, dbProblem *refProblem,
-	brokerMsg string, now time.Time) {
-	gen := p.Generation
-	m := p.Spec.Monitoring
-	slotReason, slotMsg := slotProblem(p, st, table)
-	switch {
-	case dbProblem != nil:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbProblem.Reason, dbProblem.Message)
-	case brokerMsg != "":
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
-	case slotReason != "":
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, slotReason, slotMsg)
-	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
-		// The time, not the age: an age would change the message, and so write the
-		// status and wake every watcher, on every pass.
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonEventsDelayed, fmt.Sprintf(
-			"the oldest unpublished event has waited since %s (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
-			st.OldestPendingTime.UTC().Format(time.RFC3339), m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
-	case st.DeadLastIncreaseTime != nil && now.Sub(st.DeadLastIncreaseTime.Time) < m.DeadGrowthWindow.Duration:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonDeadEventsIncreasing, fmt.Sprintf(
-			"%d DEAD events, more than before (last increase %s); inspect last_error_code, fix the cause, then replay them with a DeadLetterReplay",
-			st.Dead, st.DeadLastIncreaseTime.UTC().Format(time.RFC3339)))
-	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonHealthy,
-			fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", st.Pending, st.Retrying, st.Dead))
 	}
 }
 
