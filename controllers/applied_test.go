@@ -14,6 +14,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 )
@@ -33,13 +34,7 @@ var _ = Describe("Children applied only when something changed", func() {
 		applies, counting := countingApplies()
 		r := &OutboxPipelineReconciler{Client: counting, APIReader: k8sClient, Scheme: scheme,
 			RelayImage: "outbox-relayworker:test", Pools: pools, applied: newAppliedCache()}
-		req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "quiet"}}
-		pass := func() int64 {
-			before := applies.Load()
-			_, err := r.Reconcile(suiteCtx, req)
-			Expect(err).NotTo(HaveOccurred())
-			return applies.Load() - before
-		}
+		pass := countedPass(r, client.ObjectKey{Namespace: ns, Name: "quiet"}, applies)
 		Expect(pass()).To(Equal(int64(4)), "the first pass after a restart applies each child once")
 		for i := range 3 {
 			Expect(pass()).To(BeZero(), "idle pass %d", i+1)
@@ -85,13 +80,7 @@ var _ = Describe("Children applied only when something changed", func() {
 		applies, counting := countingApplies()
 		r := &RetentionPolicyReconciler{Client: counting, APIReader: k8sClient, Scheme: scheme,
 			RelayImage: "outbox-relayworker:test", Pools: pools, applied: newAppliedCache()}
-		req := ctrl.Request{NamespacedName: client.ObjectKey{Namespace: ns, Name: "nightly"}}
-		pass := func() int64 {
-			before := applies.Load()
-			_, err := r.Reconcile(suiteCtx, req)
-			Expect(err).NotTo(HaveOccurred())
-			return applies.Load() - before
-		}
+		pass := countedPass(r, client.ObjectKey{Namespace: ns, Name: "nightly"}, applies)
 		Expect(pass()).To(Equal(int64(1)), "the first pass after a restart applies the CronJob once")
 		for i := range 3 {
 			Expect(pass()).To(BeZero(), "idle pass %d", i+1)
@@ -124,4 +113,14 @@ func countingApplies() (*atomic.Int64, client.Client) {
 			return c.Apply(ctx, obj, opts...)
 		},
 	})
+}
+
+// countedPass runs one pass of r for key and returns the applies it sent.
+func countedPass(r reconcile.Reconciler, key client.ObjectKey, applies *atomic.Int64) func() int64 {
+	return func() int64 {
+		before := applies.Load()
+		_, err := r.Reconcile(suiteCtx, ctrl.Request{NamespacedName: key})
+		Expect(err).NotTo(HaveOccurred())
+		return applies.Load() - before
+	}
 }

@@ -13,6 +13,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -68,14 +69,14 @@ func (r *DeadLetterReplayReconciler) readConsumerReplay(ctx context.Context, rp 
 	if err != nil {
 		return
 	}
-	db, release, err := r.Pools.GetRead(ctx, consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn)
-	if err != nil {
-		return
-	}
-	defer release()
-	rctx, cancel := context.WithTimeout(ctx, outboxstats.Timeout)
-	defer cancel()
-	rec, found, err := inbox.FindReplay(rctx, db, t.Schema, t.Group, st.ReplayID)
+	var rec inbox.ReplayState
+	var found bool
+	err = r.Pools.Read(ctx, consumerPoolKey(rp.Namespace, t.DatabaseSecretRef), dsn, func(db *sql.DB) (err error) {
+		rctx, cancel := context.WithTimeout(ctx, outboxstats.Timeout)
+		defer cancel()
+		rec, found, err = inbox.FindReplay(rctx, db, t.Schema, t.Group, st.ReplayID)
+		return err
+	})
 	if err != nil {
 		logf.FromContext(ctx).V(1).Info("could not read the consumer group's replay record", "error", dbErrorText(err, dsn))
 		return

@@ -8,6 +8,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -183,12 +184,12 @@ func (r *DeadLetterReplayReconciler) readAudit(ctx context.Context, rp *outboxv1
 	if err != nil {
 		return
 	}
-	db, release, err := r.Pools.GetRead(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN)
-	if err != nil {
-		return
-	}
-	defer release()
-	a, found, err := outboxstats.ReadReplayAudit(ctx, db, res.Table, st.ReplayID)
+	var a outboxstats.ReplayAudit
+	var found bool
+	err = r.Pools.Read(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN, func(db *sql.DB) (err error) {
+		a, found, err = outboxstats.ReadReplayAudit(ctx, db, res.Table, st.ReplayID)
+		return err
+	})
 	if err != nil || !found {
 		return
 	}

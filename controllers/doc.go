@@ -23,7 +23,10 @@ Licensed under the Apache License, Version 2.0.
 //   - conditions.go, problems.go: conditions, Events, the status write, and turning
 //     user-fixable problems into conditions with a backoff.
 //   - secrets.go, pipelineref.go, database.go: reading Secrets, resolving a pipeline
-//     reference, and the bounded status reads of a pipeline's database.
+//     reference, and the bounded status reads of a pipeline's database;
+//     secrets_cache.go, secrets_watch.go: Secrets read again only when they changed,
+//     and the Secret metadata watch that queues their referrers.
+//   - stop.go: a pass cancelled by the manager's stop writes nothing and is no error.
 //   - setup.go: cache restrictions and registration with a manager.
 //
 // How the operator fits the system is described in docs/architecture.md ("Operator");

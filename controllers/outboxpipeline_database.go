@@ -40,22 +40,22 @@ type databaseView struct {
 
 // observeDatabase reads the outbox table's snapshot in one of the database's read
 // turns, bounded by outboxstats.Timeout (an unreachable database only degrades this
-// pipeline), then, for LogicalReplication, the slot, on the connection the pool keeps
-// for slot management (outboxstats.Pools).
+// pipeline, and a hung one fails its reads at once for a while: outboxstats.Read),
+// then, for LogicalReplication, the slot, on the connection the pool keeps for slot
+// management (outboxstats.Pools).
 func (r *OutboxPipelineReconciler) observeDatabase(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string) databaseView {
-	db, release, err := r.Pools.GetRead(ctx, poolKey(p.Namespace, p.Name), dsn)
+	var view databaseView
+	err := r.Pools.Read(ctx, poolKey(p.Namespace, p.Name), dsn, func(db *sql.DB) (err error) {
+		view.db = db
+		view.stats, err = outboxstats.Read(ctx, db, table)
+		return err
+	})
 	if err != nil {
-		return databaseView{problem: poolProblem(p, table, err)}
+		return databaseView{problem: statsProblem(ctx, p, table, dsn, err)} // what the read left is not read (Pools.Read)
 	}
-	stats, err := outboxstats.Read(ctx, db, table)
-	release()
-	if err != nil {
-		return databaseView{problem: readProblem(ctx, p, table, dsn, err)}
-	}
-	view := databaseView{db: db, stats: stats}
 	if p.Spec.LogicalReplication() {
 		slot := ReplicationSlot(p)
-		seen, err := replslot.Read(ctx, db, slot, slot)
+		seen, err := replslot.Read(ctx, view.db, slot, slot)
 		if err != nil {
 			logSlotError(ctx, "could not read the replication slot", slot, err)
 			return view
@@ -65,25 +65,24 @@ func (r *OutboxPipelineReconciler) observeDatabase(ctx context.Context, p *outbo
 	return view
 }
 
-// poolProblem says why the pool gave no read turn.
-func poolProblem(p *outboxv1.OutboxPipeline, table pgident.Table, err error) *refProblem {
-	if errors.Is(err, outboxstats.ErrDatabaseBusy) {
-		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot read %s: %v (the operator's reads of this database are waiting for it)", table, err)}
-	}
+// statsProblem is the condition a failed read of table gives.
+func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string, err error) *refProblem {
 	ref := p.Spec.Source.DSNSecretRef
-	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-		"cannot use the DSN from Secret %q key %q: %v", ref.Name, ref.Key, err)}
-}
-
-// readProblem says why the table could not be read, without the DSN.
-func readProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string, err error) *refProblem {
 	msg := dbErrorText(err, dsn)
-	if errors.Is(err, outboxstats.ErrTableMissing) {
+	switch {
+	case errors.Is(err, outboxstats.ErrDatabaseBusy):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %s (the operator's reads of this database are waiting for it)", table, msg)}
+	case errors.Is(err, outboxstats.ErrDatabaseUnresponsive):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot read %s: %s; check the database server, which the relay workers use too", table, msg)}
+	case errors.Is(err, outboxstats.ErrUnusableDSN):
+		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
+			"cannot use the DSN from Secret %q key %q: %s", ref.Name, ref.Key, msg)}
+	case errors.Is(err, outboxstats.ErrTableMissing):
 		return &refProblem{outboxv1.ReasonTableMissing, msg}
 	}
 	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-	ref := p.Spec.Source.DSNSecretRef
 	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
 }

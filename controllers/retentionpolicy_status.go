@@ -11,6 +11,7 @@ package controllers
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"time"
 
@@ -104,10 +105,11 @@ func recordRun(rp *outboxv1.RetentionPolicy, run outboxstats.ArchiveRun, dsn str
 
 // lastRun reads the newest recorded run (bounded by outboxstats.Timeout).
 func (r *RetentionPolicyReconciler) lastRun(ctx context.Context, rp *outboxv1.RetentionPolicy, res *resolvedPipeline) (outboxstats.ArchiveRun, bool, error) {
-	db, release, err := r.Pools.GetRead(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN)
-	if err != nil {
-		return outboxstats.ArchiveRun{}, false, err
-	}
-	defer release()
-	return outboxstats.ReadLastArchiveRun(ctx, db, res.Table, ArchivePolicyKey(rp))
+	var run outboxstats.ArchiveRun
+	var found bool
+	err := r.Pools.Read(ctx, poolKey(rp.Namespace, res.P.Name), res.DSN, func(db *sql.DB) (err error) {
+		run, found, err = outboxstats.ReadLastArchiveRun(ctx, db, res.Table, ArchivePolicyKey(rp))
+		return err
+	})
+	return run, found, err
 }

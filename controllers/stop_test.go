@@ -20,26 +20,11 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/testenv/logtest"
 )
 
-// operatorPIDs are the backends of operator connections to db's database.
-func operatorPIDs(db *sql.DB) map[int]bool {
-	rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()`,
-		outboxstats.ApplicationName)
-	Expect(err).NotTo(HaveOccurred())
-	defer rows.Close()
-	pids := map[int]bool{}
-	for rows.Next() {
-		var pid int
-		Expect(rows.Scan(&pid)).To(Succeed())
-		pids[pid] = true
-	}
-	Expect(rows.Err()).NotTo(HaveOccurred())
-	return pids
-}
-
-// lockWaiters are the operator backends waiting for a lock on db's database.
-func lockWaiters(db *sql.DB) map[int]bool {
+// operatorBackends are the pids of operator connections to db's database; with
+// lockWaits only those waiting for a lock.
+func operatorBackends(db *sql.DB, lockWaits bool) map[int]bool {
 	rows, err := db.Query(`SELECT pid FROM pg_stat_activity WHERE application_name = $1 AND datname = current_database()
-AND wait_event_type = 'Lock'`, outboxstats.ApplicationName)
+AND ($2 = false OR wait_event_type = 'Lock')`, outboxstats.ApplicationName, lockWaits)
 	Expect(err).NotTo(HaveOccurred())
 	defer rows.Close()
 	pids := map[int]bool{}
@@ -65,7 +50,7 @@ var _ = Describe("A manager stopped during a status read", func() {
 		}))).To(Succeed())
 		Eventually(getPipeline(ns, "stopping")).Should(
 			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("False/"+outboxv1.ReasonHealthy)))
-		suitePIDs := operatorPIDs(db)
+		suitePIDs := operatorBackends(db, false)
 
 		By("a session holding a lock that every read of the table waits for")
 		tx, err := db.BeginTx(suiteCtx, nil)
@@ -103,7 +88,7 @@ var _ = Describe("A manager stopped during a status read", func() {
 		go func() { done <- mgr.Start(mctx) }()
 		Eventually(func() []int {
 			var waiting []int
-			for pid := range lockWaiters(db) {
+			for pid := range operatorBackends(db, true) {
 				if !suitePIDs[pid] {
 					waiting = append(waiting, pid)
 				}

@@ -82,8 +82,9 @@ func run() error {
 		LeaderElectionNamespace: leaderNS,
 		// Safe because the manager exits right after Start returns.
 		LeaderElectionReleaseOnCancel: true,
-		// Owned kinds are cached only when labelled managed-by=outbox-operator; Secrets
-		// are never cached (read one by one in the referencing namespace).
+		// Owned kinds are cached only when labelled managed-by=outbox-operator; of
+		// Secrets only the identity is (a metadata watch), their data is read one by
+		// one in the referencing namespace when it changed.
 		Cache:  cacheOptions(namespaces),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
 	})

@@ -189,6 +189,33 @@ func (s *Server) Kill9() error {
 	return waitGone(kids)
 }
 
+// Freeze SIGSTOPs the postmaster and every backend: the server hangs, neither
+// answering nor closing a connection (new ones are still accepted by the kernel), as a
+// host with stalled storage does. Thaw resumes it.
+func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server.
+func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }
+
+// signalAll sends sig to the postmaster and its children (backends call setsid(), so
+// the process group does not reach them).
+func (s *Server) signalAll(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("pgtest: server is not running")
+	}
+	pid := cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("pgtest: signal %v to the postmaster: %w", sig, err)
+	}
+	for _, k := range childrenOf(pid) {
+		_ = syscall.Kill(k, sig)
+	}
+	return nil
+}
+
 // childrenOf lists the processes whose parent is pid (from /proc).
 func childrenOf(pid int) []int {
 	stats, _ := filepath.Glob("/proc/[0-9]*/stat")
