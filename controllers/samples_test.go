@@ -44,7 +44,7 @@ var _ = Describe("config/samples", func() {
 				kinds[u.GetKind()]++
 			}
 		}
-		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 2)) // Polling and LogicalReplication
+		Expect(kinds).To(HaveKeyWithValue("OutboxPipeline", 2))   // Polling and LogicalReplication
 		Expect(kinds).To(HaveKeyWithValue("DeadLetterReplay", 2)) // an outbox and a consumer replay
 		Expect(kinds).To(HaveKeyWithValue("RetentionPolicy", 1))
 

@@ -1,8 +1,3 @@
-// Package inbox is the consumer side of outbox-operator: idempotent, version-guarded
-// consumption of the events the relay publishes. A consumer's business change and its
-// dedup row commit in ONE local transaction, and the Kafka offset is committed only
-// after that transaction, so a crash anywhere means a redelivery that the dedup row
-// absorbs, never a lost or doubled effect.
 package inbox
 
 import (

@@ -90,7 +90,8 @@ func LivenessStall(lease, poll time.Duration) time.Duration {
 }
 
 // LeaseMargin is how long before its lease ends a batch must be published; rows not
-// published by then are released instead of racing a take-over.
+// published by then are released instead of racing a take-over. inbox's command
+// dispatcher ends its calls by the same rule.
 func LeaseMargin(lease time.Duration) time.Duration { return lease / 4 }
 
 // Flags of `relayworker replay` and `relayworker archive` that the operator renders as

@@ -102,31 +102,35 @@ func drain(ctx context.Context, batch func() (int64, error)) (int64, error) {
 // retention, copying them into <table>_archive first in archive mode. One statement,
 // one short transaction; SKIP LOCKED keeps it out of the relay's and a replay's way.
 func moveBatch(ctx context.Context, db *sql.DB, o Options, status, ageColumn string, retention time.Duration) (int64, error) {
-	t := o.Table.Qualified()
-	victims := `SELECT event_id FROM ` + t + ` WHERE status = $1 AND ` + ageColumn +
-		` < now() - make_interval(secs => $2) ORDER BY ` + ageColumn + ` LIMIT $3 FOR UPDATE SKIP LOCKED`
-	var q string
-	if o.Mode == "delete" {
-		q = `WITH v AS (` + victims + `)
-DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1`
-	} else {
-		cols := strings.Join(schema.Columns, ", ")
-		q = `WITH v AS (` + victims + `),
-moved AS (DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1 RETURNING o.*)
-INSERT INTO ` + o.Table.WithSuffix(schema.ArchiveSuffix).Qualified() + ` (` + cols + `, archived_at)
-SELECT ` + cols + `, now() FROM moved`
-	}
-	r, err := db.ExecContext(ctx, q, status, retention.Seconds(), o.BatchSize)
+	r, err := db.ExecContext(ctx, moveSQL(o.Table, o.Mode, ageColumn), status, retention.Seconds(), o.BatchSize)
 	if err != nil {
 		return 0, err
 	}
 	return r.RowsAffected()
 }
 
+// moveSQL is moveBatch's statement for mode ("archive" or "delete") and the column a
+// row's age is taken from (sent_at or updated_at, run's constants, never user
+// input): $1 status, $2 retention in seconds, $3 batch size.
+func moveSQL(tbl pgident.Table, mode, ageColumn string) string {
+	t := tbl.Qualified()
+	victims := `SELECT event_id FROM ` + t + ` WHERE status = $1 AND ` + ageColumn +
+		` < now() - make_interval(secs => $2) ORDER BY ` + ageColumn + ` LIMIT $3 FOR UPDATE SKIP LOCKED`
+	if mode == "delete" {
+		return `WITH v AS (` + victims + `)
+DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1`
+	}
+	cols := strings.Join(schema.Columns, ", ")
+	return `WITH v AS (` + victims + `),
+moved AS (DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1 RETURNING o.*)
+INSERT INTO ` + tbl.WithSuffix(schema.ArchiveSuffix).Qualified() + ` (` + cols + `, archived_at)
+SELECT ` + cols + `, now() FROM moved`
+}
+
 // trimConsumerLog deletes finished dedup rows past the consumers' dedup window.
 // PROCESSING rows belong to a consumer transaction in flight and stay.
 func trimConsumerLog(ctx context.Context, db *sql.DB, o Options) (int64, error) {
-	tbl := pgident.Quote(o.Table.Schema) + "." + pgident.Quote(schema.ConsumeTable)
+	tbl := consumeTable(o.Table)
 	var exists bool
 	if err := db.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, tbl).Scan(&exists); err != nil {
 		return 0, err
@@ -134,14 +138,23 @@ func trimConsumerLog(ctx context.Context, db *sql.DB, o Options) (int64, error) 
 	if !exists {
 		return 0, nil
 	}
-	r, err := db.ExecContext(ctx, `WITH v AS (
-    SELECT consumer_group, event_id FROM `+tbl+`
-    WHERE status <> 'PROCESSING' AND updated_at < now() - make_interval(secs => $1)
-    LIMIT $2 FOR UPDATE SKIP LOCKED)
-DELETE FROM `+tbl+` c USING v WHERE c.consumer_group = v.consumer_group AND c.event_id = v.event_id`,
-		o.ConsumerLogRetention.Seconds(), o.BatchSize)
+	r, err := db.ExecContext(ctx, trimConsumerLogSQL(tbl), o.ConsumerLogRetention.Seconds(), o.BatchSize)
 	if err != nil {
 		return 0, err
 	}
 	return r.RowsAffected()
+}
+
+// consumeTable is the consumers' dedup log in the outbox table's schema.
+func consumeTable(t pgident.Table) string {
+	return pgident.Quote(t.Schema) + "." + pgident.Quote(schema.ConsumeTable)
+}
+
+// trimConsumerLogSQL: $1 retention in seconds, $2 batch size.
+func trimConsumerLogSQL(consume string) string {
+	return `WITH v AS (
+    SELECT consumer_group, event_id FROM ` + consume + `
+    WHERE status <> 'PROCESSING' AND updated_at < now() - make_interval(secs => $1)
+    LIMIT $2 FOR UPDATE SKIP LOCKED)
+DELETE FROM ` + consume + ` c USING v WHERE c.consumer_group = v.consumer_group AND c.event_id = v.event_id`
 }

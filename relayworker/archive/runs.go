@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/redact"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
@@ -47,7 +48,6 @@ func recordRun(ctx context.Context, db *sql.DB, o Options, elapsed time.Duration
 // Times come from the database clock (started_at = now() - elapsed) like every other
 // timestamp in the table, so they compare with sent_at and updated_at.
 func insertRun(ctx context.Context, db *sql.DB, o Options, elapsed time.Duration, res Result, runErr error) error {
-	runs := o.Table.WithSuffix(schema.ArchiveRunsSuffix).Qualified()
 	var errText sql.NullString
 	if runErr != nil {
 		errText = sql.NullString{String: redact.Truncate(redact.DSN(runErr.Error(), o.DSN), maxErrorText), Valid: true}
@@ -57,18 +57,27 @@ func insertRun(ctx context.Context, db *sql.DB, o Options, elapsed time.Duration
 		return err
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, `INSERT INTO `+runs+`
-    (policy, mode, started_at, finished_at, sent_moved, dead_moved, consumer_log_trimmed, error)
-VALUES ($1, $2, now() - make_interval(secs => $3), now(), $4, $5, $6, $7)`,
+	if _, err := tx.ExecContext(ctx, insertRunSQL(o.Table),
 		o.Policy, o.Mode, elapsed.Seconds(), res.SentMoved, res.DeadMoved, res.ConsumerLogTrims, errText); err != nil {
 		return err
 	}
 	// Everything older than the policy's ArchiveRunsKept-th newest run goes (one index
 	// range on (policy, started_at DESC)); fewer runs leave the subquery empty.
-	if _, err := tx.ExecContext(ctx, `DELETE FROM `+runs+` WHERE policy = $1 AND (started_at, run_id) < (
-    SELECT started_at, run_id FROM `+runs+` WHERE policy = $1
-    ORDER BY started_at DESC, run_id DESC OFFSET $2 LIMIT 1)`, o.Policy, schema.ArchiveRunsKept-1); err != nil {
+	if _, err := tx.ExecContext(ctx, trimRunsSQL(o.Table), o.Policy, schema.ArchiveRunsKept-1); err != nil {
 		return err
 	}
 	return tx.Commit()
+}
+
+func insertRunSQL(t pgident.Table) string {
+	return `INSERT INTO ` + t.WithSuffix(schema.ArchiveRunsSuffix).Qualified() + `
+    (policy, mode, started_at, finished_at, sent_moved, dead_moved, consumer_log_trimmed, error)
+VALUES ($1, $2, now() - make_interval(secs => $3), now(), $4, $5, $6, $7)`
+}
+
+func trimRunsSQL(t pgident.Table) string {
+	runs := t.WithSuffix(schema.ArchiveRunsSuffix).Qualified()
+	return `DELETE FROM ` + runs + ` WHERE policy = $1 AND (started_at, run_id) < (
+    SELECT started_at, run_id FROM ` + runs + ` WHERE policy = $1
+    ORDER BY started_at DESC, run_id DESC OFFSET $2 LIMIT 1)`
 }

@@ -43,31 +43,40 @@ type Options struct {
 	// CreateSlot: make the publication and slot when missing (and replace an
 	// invalidated slot). Off under the operator, which owns them (internal/replslot).
 	CreateSlot bool
-	// RetryFor: an id a claim left that may still be claimable is offered again until it has
-	// been queued this long (the relay's hand-over age: then polling takes it).
-	RetryFor time.Duration
-	// Wake is called when new inserts were queued (the relay's Wake).
-	Wake func()
-	Log  logr.Logger
+	// HandoverAfter: an id a claim left that may still be claimable is offered again
+	// until it has been queued this long (--cdc-handover-after: then polling takes it,
+	// store.Options.HandoverAfter).
+	HandoverAfter time.Duration
+	Log           logr.Logger
 }
 
 // Feed is the logical-replication source of one worker.
 type Feed struct {
-	o  Options
-	db *sql.DB
-	m  *metrics.Metrics
-	q  atomic.Pointer[queue] // nil while this worker is not the reader
+	o       Options
+	db      *sql.DB
+	m       *metrics.Metrics
+	q       atomic.Pointer[queue] // nil while this worker is not the reader
+	arrived chan struct{}         // one pending signal: new inserts were queued
 }
 
-// New returns a feed; Run makes it work.
+// New returns a feed; Run makes it work (the relay runs it: relay.Options.Feed).
 func New(o Options, db *sql.DB, m *metrics.Metrics) *Feed {
 	if o.MaxQueued <= 0 {
 		o.MaxQueued = 100_000
 	}
-	if o.Wake == nil {
-		o.Wake = func() {}
+	return &Feed{o: o, db: db, m: m, arrived: make(chan struct{}, 1)}
+}
+
+// Arrived receives a value when new inserts were queued since the last receive (the
+// relay's idle claim loop waits on it).
+func (f *Feed) Arrived() <-chan struct{} { return f.arrived }
+
+// signal notes that inserts were queued; a signal not yet received already says so.
+func (f *Feed) signal() {
+	select {
+	case f.arrived <- struct{}{}:
+	default:
 	}
-	return &Feed{o: o, db: db, m: m}
 }
 
 // Take hands the claim loop up to max delivered event ids, in commit order; done must
@@ -132,7 +141,7 @@ func (f *Feed) tryLead(ctx context.Context) (led bool, err error) {
 		return true, err
 	}
 	f.o.Log.Info("logical replication reader starting", "slot", f.o.Slot, "publication", f.o.Publication, "confirmedLsn", start.String())
-	q := newQueue(start, f.o.RetryFor)
+	q := newQueue(start, f.o.HandoverAfter)
 	f.q.Store(q)
 	f.m.CDCReader.Set(1)
 	defer func() {
@@ -351,7 +360,7 @@ func (s *session) xlog(x pglogrepl.XLogData) error {
 		if len(ev.ids) > 0 {
 			s.lastWork = time.Now()
 			s.f.m.CDCDelivered.Add(float64(len(ev.ids)))
-			s.f.o.Wake()
+			s.f.signal()
 		}
 	case ev.idle:
 		s.lastWork = time.Now()

@@ -40,14 +40,14 @@ type queue struct {
 	// idleEnd is a server position with nothing of ours before it (a keepalive's
 	// WAL end or a heartbeat), confirmable once the queue and batches are empty.
 	idleEnd pglogrepl.LSN
-	// retryFor: an entry a claim could not take yet (an older version of its
+	// handoverAfter: an entry a claim could not take yet (an older version of its
 	// aggregate had not arrived, or was in another worker's batch) goes back into the
 	// queue for this long after it was first queued; then polling has it.
-	retryFor time.Duration
+	handoverAfter time.Duration
 }
 
-func newQueue(start pglogrepl.LSN, retryFor time.Duration) *queue {
-	return &queue{inflight: map[string]int{}, done: start, retryFor: retryFor}
+func newQueue(start pglogrepl.LSN, handoverAfter time.Duration) *queue {
+	return &queue{inflight: map[string]int{}, done: start, handoverAfter: handoverAfter}
 }
 
 // commit appends one committed transaction's entries (possibly none).
@@ -132,7 +132,7 @@ func (q *queue) finish(batch []entry, retry []string) {
 		if q.inflight[e.agg]--; q.inflight[e.agg] <= 0 {
 			delete(q.inflight, e.agg)
 		}
-		if again[e.id] && time.Since(e.since) < q.retryFor {
+		if again[e.id] && time.Since(e.since) < q.handoverAfter {
 			back = append(back, e) // still outstanding in its transaction
 			continue
 		}

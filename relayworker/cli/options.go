@@ -31,7 +31,7 @@ func storeOptions(c *config.Common) store.Options { return store.Options{Table: 
 func relayStoreOptions(c *config.Relay) store.Options {
 	o := storeOptions(&c.Common)
 	if c.SourceMode == contract.SourceLogicalReplication {
-		o.PendingAge = c.HandoverAfter
+		o.HandoverAfter = c.HandoverAfter
 	}
 	return o
 }
@@ -40,7 +40,7 @@ func relayStoreOptions(c *config.Relay) store.Options {
 // are final: replicationNames filled in any left empty).
 func cdcOptions(c *config.Relay) cdc.Options {
 	return cdc.Options{DSN: c.DSN, Table: c.T, Slot: c.Slot, Publication: c.Publication,
-		Heartbeat: c.CDCHeartbeat, CreateSlot: c.CreateSlot, RetryFor: c.HandoverAfter}
+		Heartbeat: c.CDCHeartbeat, CreateSlot: c.CreateSlot, HandoverAfter: c.HandoverAfter}
 }
 
 // publishOptions: the Writer's batch follows the claim's batch size, so one claimed

@@ -23,11 +23,11 @@ func TestOptionsCarryEveryFlag(t *testing.T) {
 	// Feed is the logical-replication reader itself, not a flag (cdcOptions below).
 	allSet(t, "relay", relayOptions(rel), "StatsInterval", "LeaseMargin", "Rand", "Feed")
 	allSet(t, "publish", publishOptions(rel), "BatchTimeout", "WriteTimeout", "MaxMessageBytes")
-	allSet(t, "store", storeOptions(&rel.Common), "PendingAge")
+	allSet(t, "store", storeOptions(&rel.Common), "HandoverAfter")
 	cdcRel := must(config.ParseRelay([]string{"--dsn=d", "--brokers=k:1", "--source-mode=logical-replication",
 		"--slot=s", "--publication=p", "--cdc-create-slot"}, noEnv))(t)
 	allSet(t, "relay store (logical replication)", relayStoreOptions(cdcRel))
-	allSet(t, "cdc", cdcOptions(cdcRel), "MaxQueued", "Wake", "Log")
+	allSet(t, "cdc", cdcOptions(cdcRel), "MaxQueued", "Log")
 	mig := must(config.ParseMigrate([]string{"--dsn=d", "--notify-trigger"}, noEnv))(t)
 	allSet(t, "migrate", migrateOptions(mig))
 	rep := must(config.ParseReplay([]string{"--dsn=d", "--replay-id=r", "--reason=fixed", "--dry-run",

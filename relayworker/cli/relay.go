@@ -67,32 +67,37 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	defer stopEndpoints()
 
 	opts := relayOptions(cfg)
-	var r *relay.Relay
-	var feed *cdc.Feed
 	if cfg.SourceMode == contract.SourceLogicalReplication {
-		fdb, err := openDB(ctx, cfg.DSN, 2) // the reader lock holds one connection while it leads
+		feed, closeFeed, err := newFeed(ctx, cfg, m, log)
 		if err != nil {
 			return err
 		}
-		defer fdb.Close()
-		if err := replicationNames(ctx, fdb, cfg); err != nil {
-			return err
-		}
-		co := cdcOptions(cfg)
-		co.Wake, co.Log = func() { r.Wake() }, log.WithName("cdc")
-		feed = cdc.New(co, fdb, m)
-		opts.Feed = feed
+		defer closeFeed()
+		opts.Feed = feed // r.Run runs it, and stops it before closeFeed
 	}
-	r = relay.New(opts, db, st, pub, m, h, log)
-	if feed != nil {
-		defer runInBackground(ctx, feed.Run)() // ends the reader (lock and slot let go) before the pools close
-	}
+	r := relay.New(opts, db, st, pub, m, h, log)
 	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode)
 	if err := r.Run(ctx); err != nil {
 		return err
 	}
 	log.Info("relay stopped")
 	return nil
+}
+
+// newFeed connects the logical-replication reader on a pool of its own (its reader
+// lock holds one connection while it leads); closeFeed closes that pool.
+func newFeed(ctx context.Context, cfg *config.Relay, m *metrics.Metrics, log logr.Logger) (feed *cdc.Feed, closeFeed func(), err error) {
+	fdb, err := openDB(ctx, cfg.DSN, 2)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := replicationNames(ctx, fdb, cfg); err != nil {
+		_ = fdb.Close()
+		return nil, nil, err
+	}
+	co := cdcOptions(cfg)
+	co.Log = log.WithName("cdc")
+	return cdc.New(co, fdb, m), func() { _ = fdb.Close() }, nil
 }
 
 // replicationNames fills in the slot and publication names left empty: derived from
@@ -109,15 +114,6 @@ func replicationNames(ctx context.Context, db *sql.DB, cfg *config.Relay) error 
 		cfg.Publication = cfg.Slot
 	}
 	return nil
-}
-
-// runInBackground runs fn until the returned stop is called (or ctx ends); stop waits
-// for fn to return.
-func runInBackground(ctx context.Context, fn func(context.Context)) (stop func()) {
-	bctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); fn(bctx) }()
-	return func() { cancel(); <-done }
 }
 
 // checkRelayTable refuses, with one clear error, what the relay cannot work on: a hot

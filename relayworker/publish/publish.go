@@ -29,6 +29,8 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
 
 // Options configure the Writer.
@@ -66,7 +68,7 @@ func NewWriter(o Options) (*kafka.Writer, error) {
 		o.WriteTimeout = 10 * time.Second
 	}
 	if o.BatchSize <= 0 {
-		o.BatchSize = 500
+		o.BatchSize = contract.DefaultBatchSize
 	}
 	if o.MaxMessageBytes <= 0 {
 		o.MaxMessageBytes = 1 << 20

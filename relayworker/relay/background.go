@@ -1,33 +1,31 @@
-// background.go: the loops beside the claim loop: the LISTEN wake-up, and the
-// refresher of the backlog gauges and the worker's heartbeat.
+// background.go: the loops beside the claim loop: the LISTEN wake-up, the refresher
+// of the backlog gauges and the worker's heartbeat, and the feed in
+// logical-replication mode.
 
 package relay
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // startBackground starts the background loops; the returned stop ends them and waits
 // until they have returned. Without a DSN (tests) there is no LISTEN, only polling.
 func (r *Relay) startBackground(ctx context.Context) (stop func()) {
-	var bg sync.WaitGroup
-	bgCtx, cancel := context.WithCancel(ctx)
+	var loops []*startstop.Task
 	if r.cfg.DSN != "" {
-		bg.Add(1)
-		go func() { defer bg.Done(); r.listen(bgCtx) }()
+		loops = append(loops, startstop.Start(ctx, r.listen))
 	}
-	bg.Add(1)
-	go func() { defer bg.Done(); r.stats(bgCtx) }()
-	return func() {
-		cancel()
-		bg.Wait()
+	loops = append(loops, startstop.Start(ctx, r.stats))
+	if r.cfg.Feed != nil {
+		loops = append(loops, startstop.Start(ctx, r.cfg.Feed.Run))
 	}
+	return func() { startstop.StopAll(loops...) }
 }
 
 // listen wakes the loop on NOTIFY. Losing the connection or a notification only costs
@@ -43,7 +41,7 @@ func (r *Relay) listen(ctx context.Context) {
 				r.log.V(1).Info("LISTEN connection problem; polling continues", "error", err.Error())
 			}
 		case pq.ListenerEventReconnected:
-			r.Wake()
+			r.wakeUp()
 		}
 	})
 	defer l.Close()
@@ -57,7 +55,7 @@ func (r *Relay) listen(ctx context.Context) {
 			return
 		case n := <-l.Notify:
 			_ = n
-			r.Wake()
+			r.wakeUp()
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/relayworker/event"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
 // WakeLinger is how long a worker woken by NOTIFY waits before claiming. Every
@@ -297,8 +298,8 @@ func (l *loop) claimFailed(ctx context.Context, err error) {
 	r.m.Errors.WithLabelValues("claim").Inc()
 	delay := r.cfg.Backoff.Delay(l.failures)
 	reason := "database error: " + err.Error()
-	if perr := r.checkPrimary(ctx); errors.Is(perr, ErrHotStandby) {
-		reason = ErrHotStandby.Error()
+	if perr := r.checkPrimary(ctx); errors.Is(perr, store.ErrHotStandby) {
+		reason = store.ErrHotStandby.Error()
 	}
 	r.health.SetReady(false, reason)
 	r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)
@@ -313,8 +314,9 @@ func (l *loop) claimOK() {
 	}
 }
 
-// idle waits after an empty claim: the pacer's wait, cut short by the stop signal or
-// a NOTIFY (plus WakeLinger, so a burst of commits costs one claim).
+// idle waits after an empty claim: the pacer's wait, cut short by the stop signal, a
+// NOTIFY or the feed's Arrived (plus WakeLinger, so a burst of commits costs one
+// claim).
 func (l *loop) idle(ctx context.Context) {
 	if !l.poll.Stop() {
 		select {
@@ -327,6 +329,8 @@ func (l *loop) idle(ctx context.Context) {
 	case <-ctx.Done():
 	case <-l.r.wake:
 		sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
+	case <-l.r.arrived:
+		sleep(ctx, WakeLinger)
 	case <-l.poll.C:
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
@@ -30,18 +31,18 @@ type marker struct {
 	maxAttempts int
 
 	queue chan *published // the hand-over to the mark loop
-	done  chan struct{}   // closed when the mark loop has marked its last batch
+	task  *startstop.Task // the mark loop
 }
 
-// start runs the mark loop.
+// start runs the mark loop. It ends when stop closes the queue, not with a context:
+// every batch handed over is marked, also after the stop signal.
 func (mk *marker) start() {
-	mk.queue, mk.done = make(chan *published), make(chan struct{})
-	go mk.loop()
+	mk.queue = make(chan *published)
+	mk.task = startstop.Start(context.Background(), mk.loop)
 }
 
 // loop marks every batch handed over until the queue closes.
-func (mk *marker) loop() {
-	defer close(mk.done)
+func (mk *marker) loop(context.Context) {
 	for b := range mk.queue {
 		mk.mark(b.token, &b.out)
 		if b.after != nil {
@@ -56,7 +57,7 @@ func (mk *marker) hand(b *published) { mk.queue <- b }
 // stop closes the queue and waits until every batch handed over is marked.
 func (mk *marker) stop() {
 	close(mk.queue)
-	<-mk.done
+	mk.task.Wait()
 }
 
 // mark writes one batch's outcome: SENT, RETRY, DEAD, then the released rows.

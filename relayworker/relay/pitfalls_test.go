@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/relayworker/relay"
+	"github.com/outbox-operator/outbox-operator/relayworker/store"
 )
 
 // gate blocks publishes until opened, ignoring the context (a zombie that keeps
@@ -191,7 +192,7 @@ func TestHotStandbyRefused(t *testing.T) {
 	tp := topic(t)
 	standby := func(context.Context) (bool, error) { return false, nil }
 	w := newWorker(t, dsn, db, "w", opts{probe: standby})
-	if err := w.r.Run(context.Background()); !errors.Is(err, relay.ErrHotStandby) {
+	if err := w.r.Run(context.Background()); !errors.Is(err, store.ErrHotStandby) {
 		t.Fatalf("Run on a standby returned %v", err)
 	}
 	relaytest.Insert(t, db, relaytest.Many("e", tp, 3)...)

@@ -20,6 +20,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 	"github.com/outbox-operator/outbox-operator/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/relayworker/publish"
@@ -51,14 +52,20 @@ type Options struct {
 	// (default lease/4); rows not published by then are released.
 	LeaseMargin time.Duration
 	// Feed, in logical-replication mode, delivers the ids of newly inserted rows
-	// (relayworker/cdc); the claim loop claims them by id and polls only once per
-	// PollInterval while the feed has work. The store then claims PENDING rows only
-	// after the hand-over age (store.Options.PendingAge).
+	// (relayworker/cdc); Run runs it beside the LISTEN and stats loops, the claim loop
+	// claims its ids and polls only once per PollInterval while the feed has work. The
+	// store then claims PENDING rows only after the hand-over age
+	// (store.Options.HandoverAfter).
 	Feed Feed
 }
 
 // Feed is the source of newly inserted rows in logical-replication mode.
 type Feed interface {
+	// Run reads the source until ctx ends; Run of the Relay starts and stops it.
+	Run(ctx context.Context)
+	// Arrived receives a value when new ids were queued since the last receive; an
+	// idle claim loop waits on it as it waits on NOTIFY.
+	Arrived() <-chan struct{}
 	// Take returns up to max event ids in commit order; done is called once their
 	// batch is marked or given up, with the ids the claim left that may still be
 	// claimable (PENDING, or not visible yet).
@@ -78,6 +85,7 @@ type Relay struct {
 	health  *health.State
 	log     logr.Logger
 	wake    chan struct{}
+	arrived <-chan struct{} // the feed's Arrived, nil without a feed
 	primary func(context.Context) (bool, error)
 
 	probe Prober   // nil: the trial batch follows one pause wait, unprobed
@@ -90,9 +98,6 @@ type Relay struct {
 	bstate         brokerState
 	noWorkersTable atomic.Bool
 }
-
-// ErrHotStandby is returned by Run when the database is a standby.
-var ErrHotStandby = store.ErrHotStandby
 
 // New builds a Relay. PrimaryProbe defaults to pg_is_in_recovery() on db.
 func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metrics, h *health.State, log logr.Logger) *Relay {
@@ -107,6 +112,9 @@ func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metri
 	}
 	r := &Relay{cfg: o, db: db, store: st, pub: pub, m: m, health: h, log: log,
 		wake: make(chan struct{}, 1), bstate: brokerState{up: true}}
+	if o.Feed != nil {
+		r.arrived = o.Feed.Arrived()
+	}
 	r.marks = &marker{store: st, m: m, log: log, maxAttempts: o.MaxAttempts}
 	r.probe, _ = pub.(Prober)
 	r.reset, _ = pub.(Resetter)
@@ -120,21 +128,25 @@ func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metri
 // SetPrimaryProbe replaces the hot-standby probe (tests).
 func (r *Relay) SetPrimaryProbe(p func(context.Context) (isPrimary bool, err error)) { r.primary = p }
 
-// Wake asks the loop to claim now.
-func (r *Relay) Wake() {
+// wakeUp asks the loop to claim now (a NOTIFY, or the LISTEN connection is back).
+func (r *Relay) wakeUp() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
 	}
 }
 
-// drainWake drops a wake-up that arrived before the claim about to start: that claim
-// sees the rows it announced. Left in the channel, it would make the next idle wait
-// end at once in a claim that finds nothing (with NOTIFYing producers at 1,000
-// events/s: twice the claims, and a worse p99).
+// drainWake drops a wake-up (a NOTIFY, or the feed's Arrived) that came before the
+// claim about to start: that claim sees the rows it announced. Left in the channel,
+// it would make the next idle wait end at once in a claim that finds nothing (with
+// NOTIFYing producers at 1,000 events/s: twice the claims, and a worse p99).
 func (r *Relay) drainWake() {
 	select {
 	case <-r.wake:
+	default:
+	}
+	select {
+	case <-r.arrived:
 	default:
 	}
 }
@@ -145,25 +157,25 @@ func (r *Relay) checkPrimary(ctx context.Context) error {
 		return err
 	}
 	if !ok {
-		return ErrHotStandby
+		return store.ErrHotStandby
 	}
 	return nil
 }
 
 // Run relays until ctx is cancelled (SIGTERM): then it stops claiming, lets the
 // in-flight batch finish (bounded by ShutdownTimeout and the lease), releases what it
-// did not publish and returns nil. It returns an error at once when the database is
-// a hot standby.
+// did not publish and returns nil. It returns store.ErrHotStandby at once when the
+// database is a hot standby.
 //
 // The deferred steps run in reverse: the claim loop has returned, so the mark loop
-// writes the last published batch, then the background loops stop, then the worker's
-// status row goes.
+// writes the last published batch, then the background loops stop (the feed lets go
+// of its lock and slot), then the worker's status row goes.
 func (r *Relay) Run(ctx context.Context) error {
 	if err := r.checkPrimary(ctx); err != nil {
 		return err
 	}
-	work, cancelWork := r.workContext(ctx)
-	defer cancelWork()
+	work, stopWork := r.workContext(ctx)
+	defer stopWork()
 
 	r.m.BrokerUp.Set(1)
 	r.reportWorker(ctx)
@@ -181,34 +193,17 @@ func (r *Relay) Run(ctx context.Context) error {
 }
 
 // workContext governs publishes and marks: it ends ShutdownTimeout after ctx does, so
-// an in-flight publish gets that long to finish after the stop signal.
-func (r *Relay) workContext(ctx context.Context) (context.Context, context.CancelFunc) {
+// an in-flight publish gets that long to finish after the stop signal. stop ends it
+// at once (Run has nothing left in flight).
+func (r *Relay) workContext(ctx context.Context) (work context.Context, stop func()) {
 	work, cancelWork := context.WithCancel(context.Background())
-	go func() {
+	grace := startstop.Start(work, func(work context.Context) {
 		select {
 		case <-ctx.Done():
-			t := time.NewTimer(r.cfg.ShutdownTimeout)
-			defer t.Stop()
-			select {
-			case <-t.C:
-				cancelWork()
-			case <-work.Done():
-			}
+			sleep(work, r.cfg.ShutdownTimeout) // cut short when Run ends first
+			cancelWork()
 		case <-work.Done():
 		}
-	}()
-	return work, cancelWork
-}
-
-// Cycle runs one claim -> publish -> mark round and returns how many rows it claimed.
-// claimCtx governs the claim (cancelled on SIGTERM); work governs publish and marks.
-func (r *Relay) Cycle(claimCtx, work context.Context) (int, error) {
-	c := r.claim(claimCtx)
-	if b := r.publish(work, c); b != nil {
-		r.marks.mark(b.token, &b.out)
-		if b.after != nil {
-			b.after()
-		}
-	}
-	return len(c.rows), c.err
+	})
+	return work, func() { cancelWork(); grace.Stop() }
 }

@@ -11,17 +11,17 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // begin records the replay, or loads it when this replay id ran before. finished is
 // true when the recorded replay already ended (its counts are returned as they are).
 func (r *Replayer) begin(ctx context.Context) (ids []string, res Result, finished bool, err error) {
-	audit := r.Opts.Table.WithSuffix(schema.ReplayAuditSuffix).Qualified()
 	var phase string
 	var raw []byte
-	err = r.DB.QueryRowContext(ctx, `SELECT phase, event_ids, matched, replayed, succeeded, dead_again FROM `+audit+
-		` WHERE replay_id = $1`, r.Opts.ReplayID).Scan(&phase, &raw, &res.Matched, &res.Replayed, &res.Succeeded, &res.DeadAgain)
+	err = r.DB.QueryRowContext(ctx, readAuditSQL(r.Opts.Table), r.Opts.ReplayID).
+		Scan(&phase, &raw, &res.Matched, &res.Replayed, &res.Succeeded, &res.DeadAgain)
 	switch {
 	case err == nil:
 		res.Phase = phase
@@ -45,8 +45,7 @@ func (r *Replayer) begin(ctx context.Context) (ids []string, res Result, finishe
 	}
 	sel, _ := json.Marshal(r.Opts.Selector)
 	idsJSON, _ := json.Marshal(ids)
-	_, err = r.DB.ExecContext(ctx, `INSERT INTO `+audit+` (replay_id, requested_by, reason, selector, dry_run, phase, matched, event_ids)
-		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (replay_id) DO NOTHING`,
+	_, err = r.DB.ExecContext(ctx, insertAuditSQL(r.Opts.Table),
 		r.Opts.ReplayID, r.Opts.RequestedBy, r.Opts.Reason, sel, r.Opts.DryRun, PhaseRunning, len(ids), idsJSON)
 	if err != nil {
 		return nil, res, false, fmt.Errorf("write audit of replay %s: %w", r.Opts.ReplayID, err)
@@ -64,11 +63,26 @@ func (r *Replayer) finish(ctx context.Context, ids []string, handed int, phase s
 		}
 		res.Succeeded, res.DeadAgain = c.sent, c.dead
 	}
-	_, err := r.DB.ExecContext(ctx, `UPDATE `+r.Opts.Table.WithSuffix(schema.ReplayAuditSuffix).Qualified()+`
-		SET phase = $2, replayed = $3, succeeded = $4, dead_again = $5, finished_at = now() WHERE replay_id = $1`,
+	_, err := r.DB.ExecContext(ctx, finishAuditSQL(r.Opts.Table),
 		r.Opts.ReplayID, phase, res.Replayed, res.Succeeded, res.DeadAgain)
 	if err != nil {
 		return res, fmt.Errorf("finish audit of replay %s: %w", r.Opts.ReplayID, err)
 	}
 	return res, nil
+}
+
+func auditTable(t pgident.Table) string { return t.WithSuffix(schema.ReplayAuditSuffix).Qualified() }
+
+func readAuditSQL(t pgident.Table) string {
+	return `SELECT phase, event_ids, matched, replayed, succeeded, dead_again FROM ` + auditTable(t) + ` WHERE replay_id = $1`
+}
+
+func insertAuditSQL(t pgident.Table) string {
+	return `INSERT INTO ` + auditTable(t) + ` (replay_id, requested_by, reason, selector, dry_run, phase, matched, event_ids)
+		VALUES ($1, $2, $3, $4, $5, $6, $7, $8) ON CONFLICT (replay_id) DO NOTHING`
+}
+
+func finishAuditSQL(t pgident.Table) string {
+	return `UPDATE ` + auditTable(t) + `
+		SET phase = $2, replayed = $3, succeeded = $4, dead_again = $5, finished_at = now() WHERE replay_id = $1`
 }

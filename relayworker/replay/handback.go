@@ -10,6 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -23,22 +24,29 @@ func (r *Replayer) handBack(ctx context.Context, ids []string, from, to int) err
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, `UPDATE `+r.Opts.Table.Qualified()+`
-		SET status = 'PENDING', retry_count = 0, next_retry_at = now(), owner_token = NULL, lease_until = NULL,
-		    last_error_code = 'REPLAYED',
-		    last_error_message = left('replay ' || $2 || ' after ' || coalesce(last_error_code, '') || ': ' || coalesce(last_error_message, ''), 512),
-		    updated_at = now()
-		WHERE event_id = ANY($1) AND status = 'DEAD'`, pq.Array(ids[from:to]), r.Opts.ReplayID); err != nil {
+	if _, err := tx.ExecContext(ctx, handBackSQL(r.Opts.Table), pq.Array(ids[from:to]), r.Opts.ReplayID); err != nil {
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
-	if _, err := tx.ExecContext(ctx, `UPDATE `+r.Opts.Table.WithSuffix(schema.ReplayAuditSuffix).Qualified()+
-		` SET replayed = $2 WHERE replay_id = $1`, r.Opts.ReplayID, to); err != nil {
+	if _, err := tx.ExecContext(ctx, progressSQL(r.Opts.Table), r.Opts.ReplayID, to); err != nil {
 		return fmt.Errorf("record replay progress: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
 	return nil
+}
+
+func handBackSQL(t pgident.Table) string {
+	return `UPDATE ` + t.Qualified() + `
+		SET status = 'PENDING', retry_count = 0, next_retry_at = now(), owner_token = NULL, lease_until = NULL,
+		    last_error_code = 'REPLAYED',
+		    last_error_message = left('replay ' || $2 || ' after ' || coalesce(last_error_code, '') || ': ' || coalesce(last_error_message, ''), 512),
+		    updated_at = now()
+		WHERE event_id = ANY($1) AND status = 'DEAD'`
+}
+
+func progressSQL(t pgident.Table) string {
+	return `UPDATE ` + auditTable(t) + ` SET replayed = $2 WHERE replay_id = $1`
 }
 
 // handBackAtRate hands ids[from:] back in slices of a tenth of a second's worth.
@@ -87,13 +95,17 @@ func (r *Replayer) settle(ctx context.Context, ids []string) (counts, error) {
 
 func (r *Replayer) count(ctx context.Context, ids []string) (counts, error) {
 	var c counts
-	err := r.DB.QueryRowContext(ctx, `SELECT
-		count(*) FILTER (WHERE status = 'SENT'),
-		count(*) FILTER (WHERE status = 'DEAD'),
-		count(*) FILTER (WHERE status IN `+schema.NonTerminalIn+`)
-		FROM `+r.Opts.Table.Qualified()+` WHERE event_id = ANY($1)`, pq.Array(ids)).Scan(&c.sent, &c.dead, &c.inflight)
+	err := r.DB.QueryRowContext(ctx, countSQL(r.Opts.Table), pq.Array(ids)).Scan(&c.sent, &c.dead, &c.inflight)
 	if err != nil {
 		return c, fmt.Errorf("count replayed events: %w", err)
 	}
 	return c, nil
+}
+
+func countSQL(t pgident.Table) string {
+	return `SELECT
+		count(*) FILTER (WHERE status = 'SENT'),
+		count(*) FILTER (WHERE status = 'DEAD'),
+		count(*) FILTER (WHERE status IN ` + schema.NonTerminalIn + `)
+		FROM ` + t.Qualified() + ` WHERE event_id = ANY($1)`
 }

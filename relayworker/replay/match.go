@@ -10,6 +10,7 @@ import (
 
 	"github.com/lib/pq"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -54,15 +55,21 @@ func (s Selector) where(args []any) ([]string, []any) {
 	return where, args
 }
 
-// match selects the DEAD rows once, in per-aggregate version order.
-func (r *Replayer) match(ctx context.Context) ([]string, error) {
-	where, args := r.Opts.Selector.where([]any{schema.StatusDead})
-	args = append(args, r.Opts.MaxEvents+1)
-	q := `SELECT event_id FROM ` + r.Opts.Table.Qualified() + ` WHERE status = $1`
+// matchSQL selects the DEAD rows sel matches, at most limit, with its arguments.
+func matchSQL(t pgident.Table, sel Selector, limit int) (string, []any) {
+	where, args := sel.where([]any{schema.StatusDead})
+	args = append(args, limit)
+	q := `SELECT event_id FROM ` + t.Qualified() + ` WHERE status = $1`
 	if len(where) > 0 {
 		q += ` AND ` + strings.Join(where, " AND ")
 	}
 	q += fmt.Sprintf(` ORDER BY aggregate_type, aggregate_id, aggregate_version LIMIT $%d`, len(args))
+	return q, args
+}
+
+// match selects the DEAD rows once, in per-aggregate version order.
+func (r *Replayer) match(ctx context.Context) ([]string, error) {
+	q, args := matchSQL(r.Opts.Table, r.Opts.Selector, r.Opts.MaxEvents+1)
 	rows, err := r.DB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select DEAD events: %w", err)

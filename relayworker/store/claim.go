@@ -32,12 +32,30 @@ import (
 // the batch is full.
 func ClaimSQL(t pgident.Table) string { return claimSQL(t, "$1", "$2", "$3", "") }
 
+// Planner settings: each claim is sent as one simple query that starts with its
+// settings, so they hold for that claim alone (a simple query's statements are one
+// transaction, and SET LOCAL ends with it).
+const (
+	// ClaimSettings precede the polling claim. With a small live backlog the planner
+	// prefers a bitmap scan of the dispatch index plus a sort, and bitmap scans never
+	// mark the index entries of claimed (now dead) row versions as dead. Those entries
+	// pile up until VACUUM and every claim rereads them (measured at 5,000 events/s:
+	// 16,000 dead entries, 9 ms per claim after 30 s, and growing). An ordered index
+	// scan stops at the batch size and flags each dead entry the first time it passes it.
+	ClaimSettings = `SET LOCAL enable_bitmapscan = off; `
+	// ClaimIDsSettings precede the claim by id. Without them the planner reads a few
+	// hundred ids out of the whole table with a sequential scan (500 of 50,000 rows:
+	// 9 ms, and growing with the SENT history), where primary-key probes cost well
+	// under a millisecond.
+	ClaimIDsSettings = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; `
+)
+
 // claimSQL builds the claim with its owner token, batch size and lease as SQL text
-// (placeholders or literals). pendingAge, when not empty, is an interval literal: then
+// (placeholders or literals). handoverAfter, when not empty, is an interval literal: then
 // PENDING rows are claimable only that long after their next_retry_at (their insert
 // time), because in logical-replication mode the slot's reader claims new rows by id
 // (ClaimIDs) and polling takes only what it left (contract.DefaultHandoverAfter).
-func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
+func claimSQL(t pgident.Table, token, limit, lease, handoverAfter string) string {
 	q := t.Qualified()
 	// OFFSET 0 keeps each NOT EXISTS a per-row probe of the _aggregate_inflight_idx
 	// partial index; flattened into an anti join the planner hashes the whole hot set
@@ -62,8 +80,8 @@ func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
         OFFSET 0)`
 	scan := func(status, limit string) string {
 		due := `now()`
-		if status == "PENDING" && pendingAge != "" {
-			due = `now() - ` + pendingAge + `::interval`
+		if status == "PENDING" && handoverAfter != "" {
+			due = `now() - ` + handoverAfter + `::interval`
 		}
 		return `SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM ` + q + ` o
     WHERE o.status = '` + status + `' AND o.next_retry_at <= ` + due + ` AND ` + free + `
@@ -88,12 +106,6 @@ func claimSQL(t pgident.Table, token, limit, lease, pendingAge string) string {
 // RETURNING as the polling claim (so publish and mark cannot tell the two apart).
 // A row another worker locked or claimed, or one already SENT, is skipped.
 func ClaimIDsSQL(t pgident.Table) string { return claimIDsSQL(t, "$1", "$2", "$3") }
-
-// ClaimIDsSettings precede the claim by id in its simple query (so they hold for it
-// alone). Without them the planner reads a few hundred ids out of the whole table
-// with a sequential scan (500 of 50,000 rows: 9 ms, and growing with the SENT
-// history), where primary-key probes cost well under a millisecond.
-const ClaimIDsSettings = `SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off; `
 
 func claimIDsSQL(t pgident.Table, token, ids, lease string) string {
 	q := t.Qualified()
@@ -138,32 +150,35 @@ func interval(d time.Duration) string { return fmt.Sprintf("%d milliseconds", d.
 // Claim claims up to n rows for owner token for the lease duration (database clock).
 func (s *Store) Claim(ctx context.Context, token string, n int, lease time.Duration) ([]event.Row, error) {
 	s.Statements.Add(1)
-	// Not a server-side prepared statement: after five executions PostgreSQL may switch
-	// a prepared statement to a generic plan built without knowing the batch size and
-	// from the statistics of a then-empty table (measured: 100 ms per claim instead of
-	// 5 ms). Sent as one simple query (no bind parameters: the values are quoted
-	// literals), it is planned with the real values every time, and the SET LOCAL before
-	// it holds for exactly this claim: a simple query's statements are one transaction.
-	//
-	// Why the SET: with a small live backlog the planner prefers a bitmap scan of the
-	// dispatch index plus a sort, and bitmap scans never mark the index entries of
-	// claimed (now dead) row versions as dead. Those entries pile up until VACUUM and
-	// every claim rereads them (measured at 5,000 events/s: 16,000 dead entries, 9 ms per
-	// claim after 30 s, and growing). An ordered index scan stops at the batch size and
-	// flags each dead entry the first time it passes it.
-	pendingAge := ""
-	if s.pendingAge > 0 {
-		pendingAge = pq.QuoteLiteral(interval(s.pendingAge))
+	return s.claimRows(ctx, claimQuery(s.t, token, n, lease, s.handoverAfter), n)
+}
+
+// claimQuery is the polling claim as Claim sends it. Not a server-side prepared
+// statement: after five executions PostgreSQL may switch a prepared statement to a
+// generic plan built without knowing the batch size and from the statistics of a
+// then-empty table (measured: 100 ms per claim instead of 5 ms). Sent as one simple
+// query (no bind parameters: the values are quoted literals), it is planned with the
+// real values every time, after ClaimSettings. So it is rendered for every claim,
+// with that claim's values.
+func claimQuery(t pgident.Table, token string, n int, lease, handoverAfter time.Duration) string {
+	age := ""
+	if handoverAfter > 0 {
+		age = pq.QuoteLiteral(interval(handoverAfter))
 	}
-	q := `SET LOCAL enable_bitmapscan = off; ` +
-		claimSQL(s.t, pq.QuoteLiteral(token), strconv.Itoa(n), pq.QuoteLiteral(interval(lease)), pendingAge)
-	return s.claimRows(ctx, q, n)
+	return ClaimSettings + claimSQL(t, pq.QuoteLiteral(token), strconv.Itoa(n), pq.QuoteLiteral(interval(lease)), age)
 }
 
 // ClaimIDs claims, for owner token and the lease, the PENDING rows among ids (the
 // inserts logical replication delivered), under the polling claim's order rule.
 func (s *Store) ClaimIDs(ctx context.Context, token string, ids []string, lease time.Duration) ([]event.Row, error) {
 	s.Statements.Add(1)
+	return s.claimRows(ctx, claimIDsQuery(s.t, token, ids, lease), len(ids))
+}
+
+// claimIDsQuery is the claim by id as ClaimIDs sends it: a simple query with quoted
+// literals, like claimQuery, so it is planned with the real ids, after
+// ClaimIDsSettings.
+func claimIDsQuery(t pgident.Table, token string, ids []string, lease time.Duration) string {
 	var b strings.Builder
 	b.WriteString("ARRAY[")
 	for i, id := range ids {
@@ -173,17 +188,14 @@ func (s *Store) ClaimIDs(ctx context.Context, token string, ids []string, lease 
 		b.WriteString(pq.QuoteLiteral(id))
 	}
 	b.WriteString("]")
-	// A simple query with quoted literals, like Claim: planned with the real ids.
-	q := ClaimIDsSettings + claimIDsSQL(s.t, pq.QuoteLiteral(token), b.String(), pq.QuoteLiteral(interval(lease)))
-	return s.claimRows(ctx, q, len(ids))
+	return ClaimIDsSettings + claimIDsSQL(t, pq.QuoteLiteral(token), b.String(), pq.QuoteLiteral(interval(lease)))
 }
 
 // Settled returns the ids among ids whose rows are visible and no longer PENDING
 // (claimed by someone else, or already sent).
 func (s *Store) Settled(ctx context.Context, ids []string) ([]string, error) {
 	s.Statements.Add(1)
-	rows, err := s.db.QueryContext(ctx, `SELECT event_id FROM `+s.t.Qualified()+
-		` WHERE event_id = ANY ($1::text[]) AND status <> 'PENDING'`, pq.Array(ids))
+	rows, err := s.db.QueryContext(ctx, settledSQL(s.t), pq.Array(ids))
 	if err != nil {
 		return nil, fmt.Errorf("settled: %w", err)
 	}
@@ -197,6 +209,10 @@ func (s *Store) Settled(ctx context.Context, ids []string) ([]string, error) {
 		out = append(out, id)
 	}
 	return out, rows.Err()
+}
+
+func settledSQL(t pgident.Table) string {
+	return `SELECT event_id FROM ` + t.Qualified() + ` WHERE event_id = ANY ($1::text[]) AND status <> 'PENDING'`
 }
 
 // claimRows runs a claim statement and scans what it returned.

@@ -22,6 +22,9 @@ func TestExplainClaim(t *testing.T) {
 	q := `EXPLAIN (ANALYZE, BUFFERS) ` + store.ClaimSQL(relaytest.DefaultTable)
 	tx, _ := db.Begin()
 	defer tx.Rollback()
+	if _, err := tx.Exec(store.ClaimSettings); err != nil {
+		t.Fatal(err)
+	}
 	rows, err := tx.Query(q, "tok", 500, "30 seconds")
 	if err != nil {
 		t.Fatal(err)

@@ -2,7 +2,9 @@
 // the batched claim (claim.go), the owner-fenced marks and lease release (marks.go),
 // the worker-status table (workers.go), the cheap backlog gauges and the hot-standby
 // check. Table names only ever come from a validated pgident.Table; lease arithmetic
-// only ever uses the database clock (now()).
+// only ever uses the database clock (now()). Each statement, as it is sent, is also
+// in testdata/<name>.sql (sql_test.go; rewritten with go test -update), so a change
+// to one reviews as an SQL diff.
 package store
 
 import (
@@ -21,16 +23,16 @@ import (
 type Options struct {
 	// Table is the outbox table; its side tables (<table>_workers) follow from it.
 	Table pgident.Table
-	// PendingAge > 0: Claim takes PENDING rows only this long after their insert time
-	// (logical-replication mode; ClaimIDs takes the new ones).
-	PendingAge time.Duration
+	// HandoverAfter > 0: Claim takes PENDING rows only this long after their insert
+	// time (logical-replication mode, --cdc-handover-after; ClaimIDs takes the new ones).
+	HandoverAfter time.Duration
 }
 
 // Store runs the relay's statements. It is safe for concurrent use.
 type Store struct {
-	db         *sql.DB
-	t          pgident.Table
-	pendingAge time.Duration
+	db            *sql.DB
+	t             pgident.Table
+	handoverAfter time.Duration
 
 	sent, retry, dead, release, stats *sql.Stmt
 
@@ -41,7 +43,7 @@ type Store struct {
 // New prepares the statements for o.Table.
 func New(ctx context.Context, db *sql.DB, o Options) (*Store, error) {
 	t := o.Table
-	s := &Store{db: db, t: t, pendingAge: o.PendingAge}
+	s := &Store{db: db, t: t, handoverAfter: o.HandoverAfter}
 	prep := func(dst **sql.Stmt, q string) error {
 		st, err := db.PrepareContext(ctx, q)
 		if err != nil {
@@ -99,12 +101,15 @@ func (s *Store) Backlog(ctx context.Context) (count int64, oldest time.Duration,
 func (s *Store) Waiting(ctx context.Context) (bool, error) {
 	var waiting bool
 	s.Statements.Add(1)
-	err := s.db.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM `+s.t.Qualified()+` WHERE status IN `+schema.NonTerminalIn+`
-    AND (status <> 'RETRY' OR next_retry_at <= now()))`).Scan(&waiting)
-	if err != nil {
+	if err := s.db.QueryRowContext(ctx, waitingSQL(s.t)).Scan(&waiting); err != nil {
 		return false, fmt.Errorf("waiting rows: %w", err)
 	}
 	return waiting, nil
+}
+
+func waitingSQL(t pgident.Table) string {
+	return `SELECT EXISTS (SELECT 1 FROM ` + t.Qualified() + ` WHERE status IN ` + schema.NonTerminalIn + `
+    AND (status <> 'RETRY' OR next_retry_at <= now()))`
 }
 
 // TableHealth is what bloats a busy outbox table: dead tuples left by the status

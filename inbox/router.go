@@ -2,20 +2,20 @@ package inbox
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
-// dispatcher fetches messages and hands each to its partition's lane.
-type dispatcher struct {
+// router fetches messages and routes each to its partition's lane, which handles it.
+type router struct {
 	c     *Consumer
 	r     Fetcher
 	ctx   context.Context
 	fail  context.CancelCauseFunc
 	lanes map[topicPartition]*lane
-	wg    sync.WaitGroup
 	com   *committer
 	held  []kafka.Message // fetched, not handed to a lane when ctx ended
 }
@@ -24,105 +24,105 @@ type dispatcher struct {
 type lane struct {
 	in         chan kafka.Message
 	unfinished []kafka.Message // the batch in hand when the lane stopped
+	task       *startstop.Task // the lane's loop (drive)
 }
 
 // run routes the leftovers of an earlier Run, then everything fetched, until ctx
 // ends or the reader fails.
-func (d *dispatcher) run(leftovers []kafka.Message) error {
-	d.com = newCommitter(d.r, d.fail)
-	go d.com.loop(d.ctx, d.c.progress)
+func (rt *router) run(leftovers []kafka.Message) error {
+	rt.com = newCommitter(rt.r, rt.fail)
+	rt.com.start(rt.ctx, rt.c.progress)
 	for _, km := range leftovers {
-		d.route(km)
+		rt.route(km)
 	}
-	for d.ctx.Err() == nil {
-		d.c.refreshHeld(d.ctx)
-		km, err := d.r.FetchMessage(d.ctx)
+	for rt.ctx.Err() == nil {
+		rt.c.refreshHeld(rt.ctx)
+		km, err := rt.r.FetchMessage(rt.ctx)
 		if err != nil {
-			return fetchErr(d.ctx, err)
+			return fetchErr(rt.ctx, err)
 		}
-		d.route(km)
+		rt.route(km)
 	}
-	return context.Cause(d.ctx)
+	return context.Cause(rt.ctx)
 }
 
-func (d *dispatcher) route(km kafka.Message) {
-	if d.c.o.Metrics != nil {
-		d.c.open.add(km)
+func (rt *router) route(km kafka.Message) {
+	if rt.c.o.Metrics != nil {
+		rt.c.open.add(km)
 	}
 	tp := topicPartition{km.Topic, km.Partition}
-	l, ok := d.lanes[tp]
+	l, ok := rt.lanes[tp]
 	if !ok {
-		l = &lane{in: make(chan kafka.Message, 2*d.c.o.BatchSize+1024)}
-		d.lanes[tp] = l
-		d.wg.Add(1)
-		go func() {
-			defer d.wg.Done()
-			d.drive(l)
-		}()
+		l = &lane{in: make(chan kafka.Message, 2*rt.c.o.BatchSize+1024)}
+		rt.lanes[tp] = l
+		// drive reads rt.ctx itself: its cause says why the lane ends.
+		l.task = startstop.Start(rt.ctx, func(context.Context) { rt.drive(l) })
 	}
 	select {
 	case l.in <- km: // a full lane (one retrying a message) holds the fetch back
-	case <-d.ctx.Done():
-		d.held = append(d.held, km)
+	case <-rt.ctx.Done():
+		rt.held = append(rt.held, km)
 	}
 }
 
 // stop ends every lane and returns what was fetched and not committed, each
 // partition's messages in offset order.
-func (d *dispatcher) stop() []kafka.Message {
-	d.fail(context.Canceled)
-	d.wg.Wait()
-	out := d.com.uncommitted() // handled: the next Run finds Duplicates and commits them
-	for _, l := range d.lanes {
+func (rt *router) stop() []kafka.Message {
+	rt.fail(context.Canceled)
+	for _, l := range rt.lanes {
+		l.task.Wait()
+	}
+	out := rt.com.uncommitted() // handled: the next Run finds Duplicates and commits them
+	for _, l := range rt.lanes {
 		out = append(out, l.unfinished...)
 		close(l.in)
 		for km := range l.in {
 			out = append(out, km)
 		}
 	}
-	return append(out, d.held...)
+	return append(out, rt.held...)
 }
 
 // drive runs a lane: take a batch, handle it, queue its offsets, repeat.
-func (d *dispatcher) drive(l *lane) {
+func (rt *router) drive(l *lane) {
 	for {
-		batch := d.take(l)
+		batch := rt.take(l)
 		if batch == nil {
 			return
 		}
-		if err := d.c.handleBatch(d.ctx, batch); err != nil {
+		if err := rt.c.handleBatch(rt.ctx, batch); err != nil {
 			l.unfinished = batch
-			if d.ctx.Err() == nil {
-				d.fail(err) // a message that could not be parked: Run returns err
+			if rt.ctx.Err() == nil {
+				rt.fail(err) // a message that could not be parked: Run returns err
 			}
 			return
 		}
-		d.com.add(batch)
+		rt.com.add(batch)
 	}
 }
 
 // take waits for a lane's next message, then gathers up to BatchSize, lingering at
 // most BatchLinger for more. It returns nil when ctx ends with nothing in hand.
-func (d *dispatcher) take(l *lane) []kafka.Message {
+func (rt *router) take(l *lane) []kafka.Message {
 	var batch []kafka.Message
 	select {
 	case km := <-l.in:
 		batch = append(batch, km)
-	case <-d.ctx.Done():
+	case <-rt.ctx.Done():
 		return nil
 	}
-	if d.c.o.BatchSize == 1 {
+	if rt.c.o.BatchSize == 1 {
 		return batch
 	}
-	linger := time.NewTimer(d.c.o.BatchLinger)
+	linger := time.NewTimer(rt.c.o.BatchLinger)
 	defer linger.Stop()
-	for len(batch) < d.c.o.BatchSize {
+	for len(batch) < rt.c.o.BatchSize {
 		select {
 		case km := <-l.in:
 			batch = append(batch, km)
 		case <-linger.C:
 			return batch
-		case <-d.ctx.Done():
+		case <-rt.ctx.Done():
 			return batch // handleBatch sees ctx and hands it back unfinished
 		}
 	}
