@@ -60,25 +60,26 @@ func firstProblem(checks []check, h pipelineHealth) (reason, msg string) {
 
 // setReady sets Ready: False for the first of readyChecks' problems, else True.
 func setReady(h pipelineHealth) {
-	st := h.st
-	if reason, msg := firstProblem(readyChecks, h); reason != "" {
-		setCondition(&st.Conditions, h.p.Generation, outboxv1.ConditionReady, metav1.ConditionFalse, reason, msg)
-		return
-	}
-	setCondition(&st.Conditions, h.p.Generation, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonReady,
-		fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
+	setFromChecks(h, outboxv1.ConditionReady, readyChecks, metav1.ConditionFalse, metav1.ConditionTrue, outboxv1.ReasonReady,
+		fmt.Sprintf("%d/%d relay workers ready, database reachable", h.st.ReadyWorkers, h.st.Replicas))
 }
 
 // setDegraded sets Degraded: True for the first of degradedChecks' problems, else
 // False (Healthy).
 func setDegraded(h pipelineHealth) {
-	st := h.st
-	if reason, msg := firstProblem(degradedChecks, h); reason != "" {
-		setCondition(&st.Conditions, h.p.Generation, outboxv1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
+	setFromChecks(h, outboxv1.ConditionDegraded, degradedChecks, metav1.ConditionTrue, metav1.ConditionFalse, outboxv1.ReasonHealthy,
+		fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", h.st.Pending, h.st.Retrying, h.st.Dead))
+}
+
+// setFromChecks sets condition typ: status problem with the first problem checks
+// find, else status ok with okReason and okMsg.
+func setFromChecks(h pipelineHealth, typ string, checks []check, problem, ok metav1.ConditionStatus, okReason, okMsg string) {
+	conds, gen := &h.st.Conditions, h.p.Generation
+	if reason, msg := firstProblem(checks, h); reason != "" {
+		setCondition(conds, gen, typ, problem, reason, msg)
 		return
 	}
-	setCondition(&st.Conditions, h.p.Generation, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonHealthy,
-		fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", st.Pending, st.Retrying, st.Dead))
+	setCondition(conds, gen, typ, ok, okReason, okMsg)
 }
 
 // databaseProblem: the outbox table could not be read.
