@@ -105,20 +105,7 @@ func ConsumerReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 // ServiceAccount, resources, scheduling and pull secrets, and, when
 // spec.sink.tls.caSecretRef is set, the Kafka CA volume, which replay does not read.
 func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, defaultImage string) *batchv1.Job {
-	labels := commonLabels(p.Name, "replay")
-	labels["outbox.dev/replay"] = r.Name
-	envs := sourceEnv(p)
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			// The worker is idempotent per replay id (audit row), so a retry resumes.
-			BackoffLimit: ptr.To[int32](3),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       pipelinePod(p, defaultImage).jobPodSpec(ReplayArgs(r), envs),
-			},
-		},
-	}
+	return replayJob(r, p.Name, pipelinePod(p, defaultImage).jobPodSpec(ReplayArgs(r), sourceEnv(p)))
 }
 
 // DesiredConsumerReplayJob renders the Job of a replay with spec.consumer (r must
@@ -128,19 +115,22 @@ func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, 
 // There is no pipeline, so the pod runs with the manager's relay image, the default
 // resources and the namespace's default ServiceAccount (without a token).
 func DesiredConsumerReplayJob(r *outboxv1.DeadLetterReplay, defaultImage string) *batchv1.Job {
-	labels := commonLabels(r.Name, "replay")
-	labels["outbox.dev/replay"] = r.Name
 	envs := []corev1.EnvVar{secretEnv(contract.EnvInboxDSN, r.Spec.Consumer.DatabaseSecretRef)}
+	return replayJob(r, r.Name, consumerPod(defaultImage).jobPodSpec(ConsumerReplayArgs(r), envs))
+}
+
+// replayJob is the Job of replay r running pod, labelled as a replay of instance (its
+// pipeline, or the replay itself when it has none). A retry resumes: the workers are
+// idempotent per replay id (`replay` by its audit row; a retried `inbox-replay` pod
+// finds the request of the first and waits for it again, it never asks twice).
+func replayJob(r *outboxv1.DeadLetterReplay, instance string, pod corev1.PodSpec) *batchv1.Job {
+	labels := commonLabels(instance, "replay")
+	labels["outbox.dev/replay"] = r.Name
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
-			// A retried pod finds the request of the first by the replay id and waits
-			// for it again; it never asks twice.
 			BackoffLimit: ptr.To[int32](3),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       consumerPod(defaultImage).jobPodSpec(ConsumerReplayArgs(r), envs),
-			},
+			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 }
