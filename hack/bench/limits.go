@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"sync"
@@ -30,30 +31,65 @@ type limitResult struct {
 
 func (r limitResult) rate() float64 { return float64(r.n) / r.secs }
 
-// statementsAlone drains a loaded table with the relay's claim and mark statements.
-func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
-	res := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: n}
+// v1Alone drains n pre-loaded events with the relay's claim and mark statements
+// from `loops` connections (a pool of their own, closed at the end so the table's
+// statistics are flushed), and measures the load before it too.
+func (s *stack) v1Alone(tag string, n, loops int) (cost, error) {
+	res := cost{what: "v1 claim + mark SENT", n: n}
 	w := newWorkload(tag, n, aggregates, 42)
 	p := s.relay("relay", nil, false)
-	_, _, db, err := s.peerDatabase(p, tag)
+	_, dsn, db, err := s.peerDatabase(p, tag)
 	if err != nil {
 		return res, err
 	}
 	defer db.Close()
-	if err := p.load(db, w); err != nil {
-		return res, err
-	}
-	if err := prepareTable(db); err != nil {
-		return res, err
-	}
-	t, _ := pgident.NewTable("public", "outbox_event")
-	st, err := store.New(context.Background(), db, store.Options{Table: t})
+	lm, err := s.startMeter()
 	if err != nil {
 		return res, err
 	}
+	if err := p.load(db, w); err != nil {
+		return res, err
+	}
+	var load cost
+	if err := lm.stop(&load); err != nil {
+		return res, err
+	}
+	res.loadCPU, res.loadWAL = load.cpu["postgres"], load.wal
+	if err := prepareTable(db); err != nil {
+		return res, err
+	}
+	u0, h0, err := tableWrites(db, "outbox_event")
+	if err != nil {
+		return res, err
+	}
+	m, err := s.startMeter()
+	if err != nil {
+		return res, err
+	}
+	if err := claimAndMarkAll(dsn, loops); err != nil {
+		return res, err
+	}
+	if err := m.stop(&res); err != nil {
+		return res, err
+	}
+	u1, h1, err := tableWrites(db, "outbox_event")
+	res.updDel, res.hotUpd = u1-u0, h1-h0
+	return res, err
+}
+
+// claimAndMarkAll runs claimAndMark from `loops` goroutines on a pool of their own.
+func claimAndMarkAll(dsn string, loops int) error {
+	pool, err := sql.Open("postgres", dsn)
+	if err != nil {
+		return err
+	}
+	defer pool.Close()
+	t, _ := pgident.NewTable("public", "outbox_event")
+	st, err := store.New(context.Background(), pool, store.Options{Table: t})
+	if err != nil {
+		return err
+	}
 	defer st.Close()
-	cpu0 := s.sampleCPU(nil)
-	t0 := time.Now()
 	errs := make(chan error, loops)
 	var wg sync.WaitGroup
 	for g := 0; g < loops; g++ {
@@ -67,11 +103,10 @@ func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
-	res.secs, res.cpu = time.Since(t0).Seconds(), s.sampleCPU(nil).since(cpu0)
-	return res, nil
+	return nil
 }
 
 func claimAndMark(st *store.Store, worker string) error {

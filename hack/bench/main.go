@@ -121,11 +121,16 @@ func (s *stack) relay(label string, flags []string, notify bool) *relayPeer {
 }
 
 func limits(s *stack) ([]limitResult, error) {
-	fmt.Printf("machine limits for the drain workload (%d events; what the relay's work costs without the rest):\n", *events)
-	st, err := s.statementsAlone("lim-sql", *events, *workers)
+	sizes, err := gateSizes()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("machine limits for the drain workload (%d events; what the relay's work costs without the rest; load avg %s):\n", *events, loadAvg())
+	v1, err := s.v1Alone("lim-sql", *events, *workers)
 	if err != nil {
 		return nil, fmt.Errorf("statements alone: %w", err)
 	}
+	st := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: *events, secs: v1.secs, cpu: v1.cpu}
 	br, err := s.brokerAlone("lim-kafka", *events, *workers)
 	if err != nil {
 		return nil, err
@@ -135,6 +140,11 @@ func limits(s *stack) ([]limitResult, error) {
 			r.cpu["postgres"], r.cpu["broker"], r.cpu["harness+consumer"])
 	}
 	fmt.Println()
+	if len(sizes) > 0 {
+		if err := gate(s, sizes, map[int]cost{*events: v1}); err != nil {
+			return nil, fmt.Errorf("gate: %w", err)
+		}
+	}
 	return []limitResult{st, br}, nil
 }
 
