@@ -113,12 +113,13 @@ func (s *stack) v2Alone(tag string, n, loops int) (cost, error) {
 	if err != nil {
 		return res, err
 	}
-	got, err := gateDrain(dsn, db, loops, 500, *verbose)
+	var merr error
+	got, err := gateDrain(dsn, db, loops, 500, *verbose, func() { merr = m.stop(&res) })
 	if err != nil {
 		return res, err
 	}
-	if err := m.stop(&res); err != nil {
-		return res, err
+	if merr != nil {
+		return res, merr
 	}
 	if err := got.check(n); err != nil {
 		return res, err
@@ -191,8 +192,10 @@ func (g *gateSeen) batches(db *sql.DB) int64 {
 
 // gateDrain leases the shards to `loops` readers and drains them, each reader on
 // a connection of its own pool, closed at the end so its statistics are flushed;
-// with explain, the first reader's first read is explained first.
-func gateDrain(dsn string, db *sql.DB, loops, batch int, explain bool) (*gateSeen, error) {
+// with explain, the first reader's first read is explained first. done runs when
+// the readers finished, before their connections close: a backend that exited
+// takes its CPU time out of /proc.
+func gateDrain(dsn string, db *sql.DB, loops, batch int, explain bool, done func()) (*gateSeen, error) {
 	ctx := context.Background()
 	seen := &gateSeen{seqs: map[int64]bool{}, lastSeq: map[int16]int64{}}
 	toks, err := gateLease(ctx, db, loops)
@@ -219,6 +222,7 @@ func gateDrain(dsn string, db *sql.DB, loops, batch int, explain bool) (*gateSee
 		}()
 	}
 	wg.Wait()
+	done()
 	close(errs)
 	for err := range errs {
 		if err != nil {

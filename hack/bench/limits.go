@@ -66,19 +66,22 @@ func (s *stack) v1Alone(tag string, n, loops int) (cost, error) {
 	if err != nil {
 		return res, err
 	}
-	if err := claimAndMarkAll(dsn, loops); err != nil {
+	var merr error
+	if err := claimAndMarkAll(dsn, loops, func() { merr = m.stop(&res) }); err != nil {
 		return res, err
 	}
-	if err := m.stop(&res); err != nil {
-		return res, err
+	if merr != nil {
+		return res, merr
 	}
 	u1, h1, err := tableWrites(db, "outbox_event")
 	res.updDel, res.hotUpd = u1-u0, h1-h0
 	return res, err
 }
 
-// claimAndMarkAll runs claimAndMark from `loops` goroutines on a pool of their own.
-func claimAndMarkAll(dsn string, loops int) error {
+// claimAndMarkAll runs claimAndMark from `loops` goroutines on a pool of their own;
+// done runs when they finished, before the pool closes (an exited backend takes its
+// CPU time out of /proc).
+func claimAndMarkAll(dsn string, loops int, done func()) error {
 	pool, err := sql.Open("postgres", dsn)
 	if err != nil {
 		return err
@@ -100,6 +103,7 @@ func claimAndMarkAll(dsn string, loops int) error {
 		}()
 	}
 	wg.Wait()
+	done()
 	close(errs)
 	for err := range errs {
 		if err != nil {
