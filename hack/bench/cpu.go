@@ -13,8 +13,13 @@ import (
 
 const clockTicks = 100 // USER_HZ on Linux
 
-// cpuSample is CPU seconds by component.
+// cpuSample is CPU seconds by component; postgres processes are also kept one by
+// one ("pg/<pid>"), so since counts only the CPU of processes alive at the end (an
+// exited backend or autovacuum worker takes its CPU time out of /proc: summed by
+// name, the sum could even drop).
 type cpuSample map[string]float64
+
+const pgPrefix = "pg/"
 
 func procCPU(stat string) (comm string, ppid int, secs float64, ok bool) {
 	b, err := os.ReadFile(stat)
@@ -60,7 +65,7 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 		case pids[pid] != "":
 			out[pids[pid]] += secs
 		case comm == "postgres":
-			out["postgres"] += secs
+			out[pgPrefix+strconv.Itoa(pid)] = secs
 		}
 	}
 	return out
@@ -69,6 +74,10 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 func (a cpuSample) since(b cpuSample) cpuSample {
 	d := cpuSample{}
 	for k, v := range a {
+		if strings.HasPrefix(k, pgPrefix) {
+			d["postgres"] += v - b[k] // a process started since then: b[k] = 0
+			continue
+		}
 		d[k] = v - b[k]
 	}
 	return d

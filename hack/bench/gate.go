@@ -83,6 +83,7 @@ func (s *stack) v2Alone(tag string, n, loops int) (cost, error) {
 	if err != nil {
 		return res, err
 	}
+	defer s.dropDatabase(dsn)
 	defer db.Close()
 	if err := gateSetup(db); err != nil {
 		return res, err
@@ -129,6 +130,14 @@ func (s *stack) v2Alone(tag string, n, loops int) (cost, error) {
 	res.extra = fmt.Sprintf("%d batches", got.batches(db))
 	return res, err
 }
+
+// dropDatabase drops a measured run's database, so its autovacuum does not run
+// into the next measurement.
+func (s *stack) dropDatabase(dsn string) {
+	_, _ = s.admin.Exec(`DROP DATABASE IF EXISTS ` + quoteIdent(dbName(dsn)) + ` WITH (FORCE)`)
+}
+
+func quoteIdent(s string) string { return `"` + strings.ReplaceAll(s, `"`, `""`) + `"` }
 
 // gateSetup creates the v2 tables, the first tick and the shards (every window
 // starting at it).

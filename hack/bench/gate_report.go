@@ -53,6 +53,11 @@ func gate(s *stack, sizes []int, done map[int]cost) error {
 	fmt.Printf("gate (issue 21): the statements alone, no broker, %d loops on their own connections, batches of 500,\n"+
 		"after COPY + VACUUM ANALYZE + CHECKPOINT; v2 correctness check passed (late lower txid, subtransaction, long transaction elsewhere)\n", *workers)
 	fmt.Printf("  %-8s %-38s %7s %9s %10s %10s %8s %8s %7s %7s  %s\n", "rows", "design", "s", "events/s", "PG CPU µs", "client µs", "WAL B", "upd+del", "(HOT)", "v2/v1", "load avg")
+	// The producers first, on a server with no big table to vacuum.
+	v2p, err := producers(s)
+	if err != nil {
+		return err
+	}
 	var v2s []cost
 	for _, n := range sizes {
 		v1, ok := done[n]
@@ -72,7 +77,12 @@ func gate(s *stack, sizes []int, done map[int]cost) error {
 			1e6*v1.loadCPU/float64(n), float64(v1.loadWAL)/float64(n), 1e6*v2.loadCPU/float64(n), float64(v2.loadWAL)/float64(n))
 		v2s = append(v2s, v2)
 	}
-	return producers(s, v2s)
+	for _, c := range v2s {
+		fmt.Printf("  v2 relay / v2 producer INSERT, %d rows: CPU %.2f x, WAL %.3f x\n", c.n,
+			c.cpuPerEvent()/v2p.cpuPerEvent(), c.walPerEvent()/v2p.walPerEvent())
+	}
+	fmt.Println()
+	return nil
 }
 
 func printCost(n int, c cost, ratio string) {
@@ -80,32 +90,26 @@ func printCost(n int, c cost, ratio string) {
 		1e6*c.cpu["harness+consumer"]/float64(c.n), c.walPerEvent(), float64(c.updDel)/float64(c.n), float64(c.hotUpd)/float64(c.n), ratio, loadAvg())
 }
 
-// producers measures the producers' own INSERT on either table and relates the
-// v2 relay's cost per event to it.
-func producers(s *stack, v2s []cost) error {
+// producers measures the producers' own INSERT on either table; it returns v2's.
+func producers(s *stack) (cost, error) {
 	const k = 8
 	fmt.Printf("  producers' own INSERT per row: %d producers, one-row transactions (plain INSERT, as the latency run), %d rows into an empty table\n", k, *producerCount)
 	v1p, err := s.producerCost("v1 table (relayworker migrate)", "gp-v1", func(super string, _ *sql.DB) error {
 		return (&relayPeer{bin: s.relayBin}).setup(super)
 	}, (&relayPeer{}).insertSQL(), *producerCount, k)
 	if err != nil {
-		return err
+		return cost{}, err
 	}
 	v2p, err := s.producerCost("v2 table", "gp-v2", func(_ string, db *sql.DB) error { return gateSetup(db) },
 		gateInsertSQL, *producerCount, k)
 	if err != nil {
-		return err
+		return cost{}, err
 	}
 	for _, c := range []cost{v1p, v2p} {
 		fmt.Printf("  %-8s %-38s %7.2f %9.0f %10.1f %10.1f %8.1f %8s %7s %7s  %s\n", "", c.what, c.secs, c.rate(), c.cpuPerEvent(),
 			1e6*c.cpu["harness+consumer"]/float64(c.n), c.walPerEvent(), "", "", "", loadAvg())
 	}
-	for _, c := range v2s {
-		fmt.Printf("  v2 relay / v2 producer INSERT, %d rows: CPU %.2f x, WAL %.3f x\n", c.n,
-			c.cpuPerEvent()/v2p.cpuPerEvent(), c.walPerEvent()/v2p.walPerEvent())
-	}
-	fmt.Println()
-	return nil
+	return v2p, nil
 }
 
 // producerCost inserts n rows with k producers, one row per transaction, into a
@@ -116,6 +120,7 @@ func (s *stack) producerCost(what, tag string, setup func(super string, db *sql.
 	if err != nil {
 		return res, err
 	}
+	defer s.dropDatabase(super)
 	defer db.Close()
 	if err := setup(super, db); err != nil {
 		return res, err

@@ -42,6 +42,7 @@ func (s *stack) v1Alone(tag string, n, loops int) (cost, error) {
 	if err != nil {
 		return res, err
 	}
+	defer s.dropDatabase(dsn)
 	defer db.Close()
 	lm, err := s.startMeter()
 	if err != nil {
