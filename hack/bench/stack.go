@@ -36,6 +36,7 @@ type stack struct {
 	dir                                 string
 	relayBin, peerBin, brokerBin, v1Bin string
 	prof                                *profiler // nil unless -profile
+	postmaster                          int       // pid: sampleCPU counts its processes as postgres
 }
 
 func startStack(fsync, withPeer, logical bool) (*stack, error) {
@@ -58,6 +59,9 @@ func startStack(fsync, withPeer, logical bool) (*stack, error) {
 		return s, err
 	}
 	if s.admin, err = sql.Open("postgres", s.pg.DSN("postgres")); err != nil {
+		return s, err
+	}
+	if s.postmaster, err = postmasterPID(s.admin); err != nil {
 		return s, err
 	}
 	for _, q := range []string{
