@@ -25,7 +25,6 @@ type cost struct {
 	wal     int64
 	updDel  int64 // n_tup_upd + n_tup_del of the outbox table
 	hotUpd  int64
-	extra   string
 	loadCPU float64 // the bulk load (COPY) before it: PostgreSQL CPU seconds
 	loadWAL int64
 }
@@ -88,47 +87,61 @@ func (s *stack) v2Alone(tag string, n, loops int) (cost, error) {
 	if err := gateSetup(db); err != nil {
 		return res, err
 	}
+	load := func() error {
+		if err := loadV2(db, w); err != nil {
+			return err
+		}
+		return gateTick(context.Background(), db)
+	}
+	var got *gateSeen
+	drain := func(done func()) (err error) {
+		got, err = gateDrain(dsn, db, loops, 500, *verbose, done)
+		return err
+	}
+	if err := s.measureAlone(&res, db, "outbox_v2", load, drain); err != nil {
+		return res, err
+	}
+	return res, got.check(n)
+}
+
+// measureAlone measures load (the bulk load, into c's load fields), runs VACUUM
+// ANALYZE + CHECKPOINT, then measures drain into c, with table's n_tup_upd +
+// n_tup_del. drain calls done when its workers finished, before their connections
+// close (an exited backend takes its CPU time out of /proc).
+func (s *stack) measureAlone(c *cost, db *sql.DB, table string, load func() error, drain func(done func()) error) error {
 	lm, err := s.startMeter()
 	if err != nil {
-		return res, err
+		return err
 	}
-	if err := loadV2(db, w); err != nil {
-		return res, err
+	if err := load(); err != nil {
+		return err
 	}
-	var load cost
-	if err := lm.stop(&load); err != nil {
-		return res, err
+	var l cost
+	if err := lm.stop(&l); err != nil {
+		return err
 	}
-	res.loadCPU, res.loadWAL = load.cpu["postgres"], load.wal
-	if err := gateTick(context.Background(), db); err != nil {
-		return res, err
-	}
+	c.loadCPU, c.loadWAL = l.cpu["postgres"], l.wal
 	if err := prepareTable(db); err != nil {
-		return res, err
+		return err
 	}
-	u0, h0, err := tableWrites(db, "outbox_v2")
+	u0, h0, err := tableWrites(db, table)
 	if err != nil {
-		return res, err
+		return err
 	}
 	m, err := s.startMeter()
 	if err != nil {
-		return res, err
+		return err
 	}
 	var merr error
-	got, err := gateDrain(dsn, db, loops, 500, *verbose, func() { merr = m.stop(&res) })
-	if err != nil {
-		return res, err
+	if err := drain(func() { merr = m.stop(c) }); err != nil {
+		return err
 	}
 	if merr != nil {
-		return res, merr
+		return merr
 	}
-	if err := got.check(n); err != nil {
-		return res, err
-	}
-	u1, h1, err := tableWrites(db, "outbox_v2")
-	res.updDel, res.hotUpd = u1-u0, h1-h0
-	res.extra = fmt.Sprintf("%d batches", got.batches(db))
-	return res, err
+	u1, h1, err := tableWrites(db, table)
+	c.updDel, c.hotUpd = u1-u0, h1-h0
+	return err
 }
 
 // dropDatabase drops a measured run's database, so its autovacuum does not run
@@ -191,12 +204,6 @@ func (g *gateSeen) check(n int) error {
 		return fmt.Errorf("v2 drain read %d distinct of %d events, %d twice, %d out of seq order", len(g.seqs), n, g.dups, g.reorders)
 	}
 	return nil
-}
-
-func (g *gateSeen) batches(db *sql.DB) int64 {
-	var b int64
-	_ = db.QueryRow(`SELECT count(*) FROM outbox_v2_batch`).Scan(&b)
-	return b
 }
 
 // gateDrain leases the shards to `loops` readers and drains them, each reader on

@@ -44,38 +44,8 @@ func (s *stack) v1Alone(tag string, n, loops int) (cost, error) {
 	}
 	defer s.dropDatabase(dsn)
 	defer db.Close()
-	lm, err := s.startMeter()
-	if err != nil {
-		return res, err
-	}
-	if err := p.load(db, w); err != nil {
-		return res, err
-	}
-	var load cost
-	if err := lm.stop(&load); err != nil {
-		return res, err
-	}
-	res.loadCPU, res.loadWAL = load.cpu["postgres"], load.wal
-	if err := prepareTable(db); err != nil {
-		return res, err
-	}
-	u0, h0, err := tableWrites(db, "outbox_event")
-	if err != nil {
-		return res, err
-	}
-	m, err := s.startMeter()
-	if err != nil {
-		return res, err
-	}
-	var merr error
-	if err := claimAndMarkAll(dsn, loops, func() { merr = m.stop(&res) }); err != nil {
-		return res, err
-	}
-	if merr != nil {
-		return res, merr
-	}
-	u1, h1, err := tableWrites(db, "outbox_event")
-	res.updDel, res.hotUpd = u1-u0, h1-h0
+	err = s.measureAlone(&res, db, "outbox_event", func() error { return p.load(db, w) },
+		func(done func()) error { return claimAndMarkAll(dsn, loops, done) })
 	return res, err
 }
 
