@@ -177,7 +177,7 @@ func loadV2(db *sql.DB, w *workload) error {
 }
 
 // gateSeen collects what the readers read: every seq once, and per shard in
-// ascending seq order.
+// ascending seq order (a drain of pre-loaded rows reads one window per shard).
 type gateSeen struct {
 	mu       sync.Mutex
 	seqs     map[int64]bool
