@@ -45,7 +45,7 @@ func CoversExactly(tables []string, t pgident.Table) bool {
 // SetPublicationTable makes the publication cover t and nothing else (ALTER
 // PUBLICATION ... SET TABLE; its publish = 'insert' option stays). The slot is kept:
 // a slot is a position in the WAL, not in one table, and the reader skips inserts of
-// any table but its own (relayworker/cdc), so it neither needs nor wants a new one.
+// any table but its own (internal/relayworker/cdc), so it neither needs nor wants a new one.
 func SetPublicationTable(ctx context.Context, db *sql.DB, publication string, t pgident.Table) error {
 	// The publication's name is validated against [a-z0-9_] (config) and quoted; the
 	// table was validated by pgident.NewTable and is quoted by Qualified.

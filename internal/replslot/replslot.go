@@ -1,7 +1,7 @@
 // Package replslot creates, reads and drops a pipeline's logical-replication slot and
 // publication. It runs the statements and decides nothing: what to create, replace or
 // drop is the caller's decision (the operator: slotAction in
-// controllers/outboxpipeline_slot_plan.go; a worker run by hand: relayworker/cdc).
+// internal/controller/outboxpipeline_slot_plan.go; a worker run by hand: internal/relayworker/cdc).
 // Under the operator, the operator alone makes and drops them (the relay workers only
 // stream from the slot), so no worker still shutting down can re-create a slot the
 // operator just dropped. A slot nobody reads keeps its WAL until the disk fills, so
