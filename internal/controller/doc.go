@@ -4,7 +4,7 @@ Copyright 2026 The outbox-operator authors.
 Licensed under the Apache License, Version 2.0.
 */
 
-// Package controllers holds the operator: one reconciler per kind (OutboxPipeline,
+// Package controller holds the operator: one reconciler per kind (OutboxPipeline,
 // DeadLetterReplay, RetentionPolicy), the pure builders that turn a resource into the
 // Kubernetes objects it owns, and the few pieces the reconcilers share.
 //

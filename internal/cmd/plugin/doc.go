@@ -1,4 +1,4 @@
-// Package kubectlplugin is `kubectl outbox` (cmd/kubectl-outbox): status of every
+// Package plugin is `kubectl outbox` (cmd/kubectl-outbox): status of every
 // outbox resource in a namespace, the trace of one event through the outbox table,
 // its archive, the replay audit and the consumers' databases, and declarative
 // dead-letter replays. docs/kubectl-outbox.md is the user's guide.
