@@ -63,6 +63,14 @@ func relayOptions(c *config.Relay) relay.Options {
 	}
 }
 
+// messageFormat is the wire format of cfg for a payload column of payloadType.
+func messageFormat(c *config.Relay, payloadType string) publish.Format {
+	if c.MessageFormat != contract.FormatCloudEvents {
+		return publish.Format{}
+	}
+	return publish.Format{CloudEvents: true, Source: c.CloudEventsSource, ContentType: publish.ContentTypeFor(payloadType)}
+}
+
 func replayOptions(c *config.Replay) replay.Options {
 	return replay.Options{
 		Table: c.T, ReplayID: c.ReplayID, Reason: c.Reason, RequestedBy: c.RequestedBy,
