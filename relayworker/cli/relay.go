@@ -67,8 +67,7 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}
 	defer stopEndpoints()
 
-	opts := relayOptions(cfg)
-	opts.Format = messageFormat(cfg, payloadType)
+	opts := relayOptions(cfg, payloadType)
 	if cfg.SourceMode == contract.SourceLogicalReplication {
 		feed, closeFeed, err := newFeed(ctx, cfg, m, log)
 		if err != nil {
