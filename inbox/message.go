@@ -52,13 +52,15 @@ func (m Message) RequestHash() string {
 
 // FromKafka reads the contract headers of a kafka-go message, in either format the
 // relay writes: native headers, or the CloudEvents binding (ce_specversion present).
+// A native message always has event_id and the CloudEvents format never sends it, so
+// a native row's own ce_specversion header does not change how it is read.
 func FromKafka(km kafka.Message) (Message, error) {
 	m := Message{Key: km.Key, Payload: km.Value, Headers: make(map[string]string, len(km.Headers))}
 	for _, h := range km.Headers {
 		m.Headers[h.Key] = string(h.Value)
 	}
 	names := nativeNames
-	if sv, ok := m.Headers[schema.CESpecVersion]; ok {
+	if sv, ok := m.Headers[schema.CESpecVersion]; ok && m.Headers[HeaderEventID] == "" {
 		if sv != "1.0" {
 			return Message{}, fmt.Errorf("%w: topic %s partition %d offset %d: %s %q is not 1.0", ErrInvalidMessage, km.Topic, km.Partition, km.Offset, schema.CESpecVersion, sv)
 		}
