@@ -55,6 +55,8 @@ func (f Format) ceHeaders(r *event.Row) []kafka.Header {
 }
 
 // ceReservedHeader reports whether a row header named k would override an attribute.
+// The native contract names are refused too: a consumer (inbox.FromKafka) that sees
+// event_id reads the native format.
 func (f Format) ceReservedHeader(k string) bool {
-	return ceReserved[k] || (k == schema.CEContentType && f.ContentType != "")
+	return ceReserved[k] || reserved[k] || (k == schema.CEContentType && f.ContentType != "")
 }

@@ -81,7 +81,7 @@ func TestCloudEventsRefusals(t *testing.T) {
 	// ce_ names are plain headers in the native format (consumers see event_id first).
 	r := row
 	r.Headers = []byte(`{"ce_id": "x"}`)
-	if _, err := Message(&r); err != nil {
+	if _, err := (Format{}).Message(&r); err != nil {
 		t.Errorf("ce_id header in native format: %v", err)
 	}
 }

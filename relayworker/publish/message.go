@@ -47,9 +47,6 @@ type Format struct {
 	ContentType string
 }
 
-// Message maps a claimed row to a native-format Kafka message (Format.Message).
-func Message(r *event.Row) (kafka.Message, error) { return Format{}.Message(r) }
-
 // Message maps a claimed row to a Kafka message: topic = destination, key =
 // message_key, value = payload bytes, headers = the format's contract headers plus
 // every pair of the headers column (an object of strings; contract headers cannot be
