@@ -15,7 +15,6 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
@@ -98,29 +97,6 @@ func relayLabels(p *outboxv1.OutboxPipeline) map[string]string {
 	return commonLabels(p.Name, "relay")
 }
 
-// PodSecurityContext is the restricted pod-level security context used for every pod.
-func PodSecurityContext() *corev1.PodSecurityContext {
-	return &corev1.PodSecurityContext{
-		RunAsNonRoot:   ptr.To(true),
-		RunAsUser:      ptr.To[int64](nonRootUID),
-		RunAsGroup:     ptr.To[int64](nonRootUID),
-		FSGroup:        ptr.To[int64](nonRootUID),
-		SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
-// ContainerSecurityContext is the restricted container-level security context.
-func ContainerSecurityContext() *corev1.SecurityContext {
-	return &corev1.SecurityContext{
-		RunAsNonRoot:             ptr.To(true),
-		ReadOnlyRootFilesystem:   ptr.To(true),
-		AllowPrivilegeEscalation: ptr.To(false),
-		Privileged:               ptr.To(false),
-		Capabilities:             &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}},
-		SeccompProfile:           &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault},
-	}
-}
-
 func secretEnv(name string, ref outboxv1.SecretKeyRef) corev1.EnvVar {
 	return corev1.EnvVar{Name: name, ValueFrom: &corev1.EnvVarSource{SecretKeyRef: &corev1.SecretKeySelector{
 		LocalObjectReference: corev1.LocalObjectReference{Name: ref.Name},
@@ -177,33 +153,6 @@ func kafkaVolumes(p *outboxv1.OutboxPipeline) ([]corev1.Volume, []corev1.VolumeM
 		}}, []corev1.VolumeMount{{
 			Name: kafkaCAVolume, MountPath: kafkaCADir, ReadOnly: true,
 		}}
-}
-
-func tmpVolume() (corev1.Volume, corev1.VolumeMount) {
-	return corev1.Volume{Name: "tmp", VolumeSource: corev1.VolumeSource{EmptyDir: &corev1.EmptyDirVolumeSource{
-			SizeLimit: ptr.To(resource.MustParse("64Mi")),
-		}}},
-		corev1.VolumeMount{Name: "tmp", MountPath: "/tmp"}
-}
-
-func defaultResources() corev1.ResourceRequirements {
-	return corev1.ResourceRequirements{
-		Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse("50m"),
-			corev1.ResourceMemory: resource.MustParse("64Mi"),
-		},
-		Limits: corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("256Mi")},
-	}
-}
-
-func imageFor(p *outboxv1.OutboxPipeline, defaultImage string) string {
-	if p.Spec.Image != "" {
-		return p.Spec.Image
-	}
-	if defaultImage != "" {
-		return defaultImage
-	}
-	return DefaultRelayImage
 }
 
 // goDuration prints a duration the way the worker's flag package parses it.

@@ -10,7 +10,6 @@ package controllers
 // arguments they run. Pure functions, tested in builders_test.go and builders_jobs_test.go.
 
 import (
-	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -23,82 +22,6 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 )
-
-// jobPod is what a Job's pod takes from what it works for: a pipeline's pod settings
-// (pipelineJobPod), or the operator's defaults for a consumer replay, which has no
-// pipeline (consumerJobPod).
-type jobPod struct {
-	serviceAccount string // "" runs as the namespace's default ServiceAccount (no token either way)
-	image          string
-	pullPolicy     corev1.PullPolicy
-	resources      corev1.ResourceRequirements
-	nodeSelector   map[string]string
-	tolerations    []corev1.Toleration
-	priorityClass  string
-	pullSecrets    []corev1.LocalObjectReference
-	volumes        []corev1.Volume
-	mounts         []corev1.VolumeMount
-}
-
-// pipelineJobPod: the pipeline's ServiceAccount, image, resources, scheduling and pull
-// secrets, and its Kafka CA volume when it has one.
-func pipelineJobPod(p *outboxv1.OutboxPipeline, image string) jobPod {
-	resources := defaultResources()
-	if p.Spec.Resources != nil {
-		resources = *p.Spec.Resources.DeepCopy()
-	}
-	vols, mounts := kafkaVolumes(p)
-	return jobPod{
-		serviceAccount: RelayName(p), image: image, pullPolicy: p.Spec.ImagePullPolicy, resources: resources,
-		nodeSelector: p.Spec.NodeSelector, tolerations: p.Spec.Tolerations, priorityClass: p.Spec.PriorityClassName,
-		pullSecrets: p.Spec.ImagePullSecrets, volumes: vols, mounts: mounts,
-	}
-}
-
-// consumerJobPod: the manager's relay image and the default resources. A consumer
-// replay only talks to the consumer's database, so it needs nothing of a pipeline.
-func consumerJobPod(defaultImage string) jobPod {
-	if defaultImage == "" {
-		defaultImage = DefaultRelayImage
-	}
-	return jobPod{image: defaultImage, resources: defaultResources()}
-}
-
-// spec is the restricted pod spec shared by replay and retention Jobs.
-func (jp jobPod) spec(args []string, envs []corev1.EnvVar) corev1.PodSpec {
-	tv, tm := tmpVolume()
-	vols := append(slices.Clone(jp.volumes), tv)
-	mounts := append(slices.Clone(jp.mounts), tm)
-	return corev1.PodSpec{
-		RestartPolicy:                corev1.RestartPolicyNever,
-		ServiceAccountName:           jp.serviceAccount,
-		AutomountServiceAccountToken: ptr.To(false),
-		EnableServiceLinks:           ptr.To(false),
-		SecurityContext:              PodSecurityContext(),
-		NodeSelector:                 jp.nodeSelector,
-		Tolerations:                  jp.tolerations,
-		PriorityClassName:            jp.priorityClass,
-		ImagePullSecrets:             jp.pullSecrets,
-		Volumes:                      vols,
-		Containers: []corev1.Container{{
-			Name:                     args[0],
-			Image:                    jp.image,
-			ImagePullPolicy:          jp.pullPolicy,
-			Command:                  []string{RelayBinary},
-			Args:                     args,
-			Env:                      envs,
-			Resources:                jp.resources,
-			SecurityContext:          ContainerSecurityContext(),
-			VolumeMounts:             mounts,
-			TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-		}},
-	}
-}
-
-// jobPodSpec is the pod spec of a Job working for pipeline p.
-func jobPodSpec(p *outboxv1.OutboxPipeline, image string, args []string, envs []corev1.EnvVar) corev1.PodSpec {
-	return pipelineJobPod(p, image).spec(args, envs)
-}
 
 // ReplayArgs are the `relayworker replay` arguments for a (defaulted) replay. Values
 // use --flag=value so a value starting with '-' is never read as a flag.
@@ -178,24 +101,11 @@ func ConsumerReplayArgs(r *outboxv1.DeadLetterReplay) []string {
 // given rate and watches them settle; it never talks to Kafka, so its container gets
 // only the database part of the worker contract (sourceEnv: the DSN as a
 // secretKeyRef, schema, table, pipeline name, log level) and no broker env. The rest
-// of the pod is the pipeline's, shared with the archive Job (jobPodSpec): its
+// of the pod is the pipeline's, shared with the archive Job (pipelinePod): its
 // ServiceAccount, resources, scheduling and pull secrets, and, when
 // spec.sink.tls.caSecretRef is set, the Kafka CA volume, which replay does not read.
 func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, defaultImage string) *batchv1.Job {
-	labels := commonLabels(p.Name, "replay")
-	labels["outbox.dev/replay"] = r.Name
-	envs := sourceEnv(p)
-	return &batchv1.Job{
-		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
-		Spec: batchv1.JobSpec{
-			// The worker is idempotent per replay id (audit row), so a retry resumes.
-			BackoffLimit: ptr.To[int32](3),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       jobPodSpec(p, imageFor(p, defaultImage), ReplayArgs(r), envs),
-			},
-		},
-	}
+	return replayJob(r, p.Name, pipelinePod(p, defaultImage).jobPodSpec(ReplayArgs(r), sourceEnv(p)))
 }
 
 // DesiredConsumerReplayJob renders the Job of a replay with spec.consumer (r must
@@ -205,19 +115,22 @@ func DesiredReplayJob(r *outboxv1.DeadLetterReplay, p *outboxv1.OutboxPipeline, 
 // There is no pipeline, so the pod runs with the manager's relay image, the default
 // resources and the namespace's default ServiceAccount (without a token).
 func DesiredConsumerReplayJob(r *outboxv1.DeadLetterReplay, defaultImage string) *batchv1.Job {
-	labels := commonLabels(r.Name, "replay")
-	labels["outbox.dev/replay"] = r.Name
 	envs := []corev1.EnvVar{secretEnv(contract.EnvInboxDSN, r.Spec.Consumer.DatabaseSecretRef)}
+	return replayJob(r, r.Name, consumerPod(defaultImage).jobPodSpec(ConsumerReplayArgs(r), envs))
+}
+
+// replayJob is the Job of replay r running pod, labelled as a replay of instance (its
+// pipeline, or the replay itself when it has none). A retry resumes: the workers are
+// idempotent per replay id (`replay` by its audit row; a retried `inbox-replay` pod
+// finds the request of the first and waits for it again, it never asks twice).
+func replayJob(r *outboxv1.DeadLetterReplay, instance string, pod corev1.PodSpec) *batchv1.Job {
+	labels := commonLabels(instance, "replay")
+	labels["outbox.dev/replay"] = r.Name
 	return &batchv1.Job{
 		ObjectMeta: metav1.ObjectMeta{Name: ReplayJobName(r), Namespace: r.Namespace, Labels: labels},
 		Spec: batchv1.JobSpec{
-			// A retried pod finds the request of the first by the replay id and waits
-			// for it again; it never asks twice.
 			BackoffLimit: ptr.To[int32](3),
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       consumerJobPod(defaultImage).spec(ConsumerReplayArgs(r), envs),
-			},
+			Template:     corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: pod},
 		},
 	}
 }
@@ -263,7 +176,7 @@ func DesiredRetentionCronJob(rp *outboxv1.RetentionPolicy, p *outboxv1.OutboxPip
 					BackoffLimit: ptr.To[int32](2),
 					Template: corev1.PodTemplateSpec{
 						ObjectMeta: metav1.ObjectMeta{Labels: labels},
-						Spec:       jobPodSpec(p, imageFor(p, defaultImage), ArchiveArgs(rp), sourceEnv(p)),
+						Spec:       pipelinePod(p, defaultImage).jobPodSpec(ArchiveArgs(rp), sourceEnv(p)),
 					},
 				},
 			},

@@ -83,7 +83,7 @@ func TestDesiredConsumerReplayJob(t *testing.T) {
 	}
 }
 
-// The pod of a pipeline's Job is unchanged by the split into jobPod.
+// The pod of a pipeline's Job keeps the pipeline's settings (pipelinePod).
 func TestPipelineJobPodKeepsThePipelinesSettings(t *testing.T) {
 	p := testPipeline(func(p *outboxv1.OutboxPipeline) {
 		p.Spec.NodeSelector = map[string]string{"pool": "jobs"}

@@ -70,28 +70,17 @@ func DesiredPDB(p *outboxv1.OutboxPipeline) *policyv1.PodDisruptionBudget {
 // DesiredDeployment renders the relay workers. p must carry defaults
 // (OutboxPipeline.WithDefaults); secretHash fingerprints the referenced Secret keys.
 func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash string) *appsv1.Deployment {
-	r := p.Spec.Relay
-	replicas := *r.Replicas
+	wp := pipelinePod(p, defaultImage)
+	pod := wp.podSpec(relayContainer(p, wp))
+	if p.Spec.Source.Migrate {
+		pod.InitContainers = []corev1.Container{migrateContainer(p, wp)}
+	}
+	pod.TerminationGracePeriodSeconds = ptr.To(int64(contract.TerminationGrace(p.Spec.Relay.Lease.Duration) / time.Second))
+	pod.TopologySpreadConstraints = spreadOverNodes(p)
+	replicas := *p.Spec.Relay.Replicas
 	if p.Spec.Paused {
 		replicas = 0
 	}
-	resources := defaultResources()
-	if p.Spec.Resources != nil {
-		resources = *p.Spec.Resources.DeepCopy()
-	}
-	vols, mounts := kafkaVolumes(p)
-	tv, tm := tmpVolume()
-	vols = append(vols, tv)
-	mounts = append(mounts, tm)
-	image := imageFor(p, defaultImage)
-	relay := relayContainer(p, image, relayEnv(p, resources), resources, mounts)
-	var inits []corev1.Container
-	if p.Spec.Source.Migrate {
-		inits = append(inits, migrateContainer(p, image, resources, tm))
-	}
-	grace := int64(contract.TerminationGrace(r.Lease.Duration) / time.Second)
-	podAnn := relayPodAnnotations(p, secretHash)
-
 	return &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
@@ -110,31 +99,21 @@ func DesiredDeployment(p *outboxv1.OutboxPipeline, defaultImage, secretHash stri
 				},
 			},
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: relayLabels(p), Annotations: podAnn},
-				Spec: corev1.PodSpec{
-					ServiceAccountName:            RelayName(p),
-					AutomountServiceAccountToken:  ptr.To(false),
-					EnableServiceLinks:            ptr.To(false),
-					SecurityContext:               PodSecurityContext(),
-					TerminationGracePeriodSeconds: &grace,
-					InitContainers:                inits,
-					Containers:                    []corev1.Container{relay},
-					Volumes:                       vols,
-					NodeSelector:                  p.Spec.NodeSelector,
-					Tolerations:                   p.Spec.Tolerations,
-					PriorityClassName:             p.Spec.PriorityClassName,
-					ImagePullSecrets:              p.Spec.ImagePullSecrets,
-					// Spread workers so one node failure does not stop the pipeline.
-					TopologySpreadConstraints: []corev1.TopologySpreadConstraint{{
-						MaxSkew:           1,
-						TopologyKey:       "kubernetes.io/hostname",
-						WhenUnsatisfiable: corev1.ScheduleAnyway,
-						LabelSelector:     &metav1.LabelSelector{MatchLabels: workerSelector(p)},
-					}},
-				},
+				ObjectMeta: metav1.ObjectMeta{Labels: relayLabels(p), Annotations: relayPodAnnotations(p, secretHash)},
+				Spec:       pod,
 			},
 		},
 	}
+}
+
+// spreadOverNodes spreads the workers so one node failure does not stop the pipeline.
+func spreadOverNodes(p *outboxv1.OutboxPipeline) []corev1.TopologySpreadConstraint {
+	return []corev1.TopologySpreadConstraint{{
+		MaxSkew:           1,
+		TopologyKey:       "kubernetes.io/hostname",
+		WhenUnsatisfiable: corev1.ScheduleAnyway,
+		LabelSelector:     &metav1.LabelSelector{MatchLabels: workerSelector(p)},
+	}}
 }
 
 // relayPodAnnotations are the user's pod annotations plus the Secret fingerprint that
@@ -197,7 +176,7 @@ func messageFormatEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
 // sourceModeEnv configures logical-replication mode; nothing in Polling mode (the
 // worker's default).
 func sourceModeEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication {
+	if !p.Spec.LogicalReplication() {
 		return nil
 	}
 	slot := ReplicationSlot(p)
@@ -217,45 +196,27 @@ func ReplicationSlot(p *outboxv1.OutboxPipeline) string {
 }
 
 // relayContainer runs `relayworker relay` with its metrics and health ports.
-func relayContainer(p *outboxv1.OutboxPipeline, image string, envs []corev1.EnvVar, resources corev1.ResourceRequirements, mounts []corev1.VolumeMount) corev1.Container {
+func relayContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container {
 	probe := func(path string, period int32) *corev1.Probe {
 		return &corev1.Probe{
 			ProbeHandler:  corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: path, Port: intstr.FromString("health")}},
 			PeriodSeconds: period, TimeoutSeconds: 3, FailureThreshold: 3,
 		}
 	}
-	return corev1.Container{
-		Name:            "relay",
-		Image:           image,
-		ImagePullPolicy: p.Spec.ImagePullPolicy,
-		Command:         []string{RelayBinary},
-		Args:            []string{"relay"},
-		Env:             envs,
-		Ports: []corev1.ContainerPort{
-			{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
-			{Name: "health", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP},
-		},
-		LivenessProbe:            probe("/healthz", 10),
-		ReadinessProbe:           probe("/readyz", 5),
-		Resources:                resources,
-		SecurityContext:          ContainerSecurityContext(),
-		VolumeMounts:             mounts,
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
+	c := wp.container("relay", []string{"relay"}, relayEnv(p, wp.resources))
+	c.Ports = []corev1.ContainerPort{
+		{Name: "metrics", ContainerPort: metricsPort, Protocol: corev1.ProtocolTCP},
+		{Name: "health", ContainerPort: healthPort, Protocol: corev1.ProtocolTCP},
 	}
+	c.LivenessProbe, c.ReadinessProbe = probe("/healthz", 10), probe("/readyz", 5)
+	return c
 }
 
 // migrateContainer runs `relayworker migrate` before the relay (spec.source.migrate).
-func migrateContainer(p *outboxv1.OutboxPipeline, image string, resources corev1.ResourceRequirements, tmp corev1.VolumeMount) corev1.Container {
-	return corev1.Container{
-		Name:                     "migrate",
-		Image:                    image,
-		ImagePullPolicy:          p.Spec.ImagePullPolicy,
-		Command:                  []string{RelayBinary},
-		Args:                     []string{"migrate"},
-		Env:                      sourceEnv(p),
-		Resources:                resources,
-		SecurityContext:          ContainerSecurityContext(),
-		VolumeMounts:             []corev1.VolumeMount{tmp},
-		TerminationMessagePolicy: corev1.TerminationMessageFallbackToLogsOnError,
-	}
+// It talks to the database only, so it mounts /tmp alone, not the Kafka CA.
+func migrateContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container {
+	c := wp.container("migrate", []string{"migrate"}, sourceEnv(p))
+	_, tmp := tmpVolume()
+	c.VolumeMounts = []corev1.VolumeMount{tmp}
+	return c
 }

@@ -212,7 +212,7 @@ func (r *DeadLetterReplayReconciler) SetupWithManager(ctx context.Context, mgr c
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.DeadLetterReplay{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.Job{}).
-		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newReplayList, replayItems),
+		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newReplayList),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	w := secretWatch{c: mgr.GetCache(), secrets: r.secrets}
 	return watchesSecrets(b, w, w.replays).

@@ -17,7 +17,12 @@ Licensed under the Apache License, Version 2.0.
 // Files, by concern:
 //   - <kind>_controller.go: the reconciler, its phases and its watches;
 //     <kind>_status.go: how observations become status fields and conditions.
-//   - builders*.go: pure functions from a resource to its children (no client).
+//   - outboxpipeline_database.go: the pipeline's database phase (observeDatabase);
+//     outboxpipeline_slot.go, outboxpipeline_slot_plan.go: the slot's finalizer and
+//     reconcileSlot, which executes the pure slotAction; outboxpipeline_checks.go:
+//     Ready and Degraded as priority lists of pure checks.
+//   - builders*.go: pure functions from a resource to its children (no client);
+//     builders_pod.go: the one worker pod shape all of them run.
 //   - apply.go: server-side apply of children under one field owner (drift is
 //     corrected on every pass).
 //   - conditions.go, problems.go: conditions, Events, the status write, and turning

@@ -129,20 +129,19 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	}
 	observeWorkers(p, children.deployment, st)
 	now := r.now()
-	dsn := string(secrets.Data[p.Spec.Source.DSNSecretRef])
-	stats, dbProblem := r.readStats(ctx, p, table, dsn)
-	if dbProblem != nil && stopped(ctx) {
+	view := r.observeDatabase(ctx, p, table, string(secrets.Data[p.Spec.Source.DSNSecretRef]))
+	if view.problem != nil && stopped(ctx) {
 		return ctrl.Result{}, ctx.Err() // a cancelled read is no DatabaseUnreachable
 	}
-	if dbProblem == nil {
-		recordStats(st, stats, now)
-		if db, err := r.Pools.Get(poolKey(p.Namespace, p.Name), dsn); err == nil {
-			r.observeSlot(ctx, p, db, st)
-		}
+	if view.problem == nil {
+		recordStats(st, view.stats, now)
+		r.reconcileSlot(ctx, p, table, view, st)
 	}
-	pipelineMetrics.observe(p, st, stats, dbProblem, now)
-	setReady(p, st, dbProblem, children.deployment.Name)
-	setDegraded(p, st, dbProblem, brokerUnavailableMessage(stats.Workers), now)
+	pipelineMetrics.observe(p, st, view.stats, view.problem, now)
+	h := pipelineHealth{p: p, st: st, table: table, dbProblem: view.problem, workers: view.stats.Workers,
+		deployment: children.deployment.Name, now: now}
+	setReady(h)
+	setDegraded(h)
 	return ctrl.Result{RequeueAfter: p.Spec.Monitoring.StatusInterval.Duration}, nil
 }
 

@@ -121,7 +121,7 @@ func (m *pipelineGauges) observe(p *outboxv1.OutboxPipeline, st *outboxv1.Outbox
 		age = max(now.Sub(s.OldestPending).Seconds(), 0)
 	}
 	m.oldestAge.WithLabelValues(ns, name).Set(age)
-	if rs := st.Replication; rs != nil && rs.Exists && p.Spec.Source.Mode == outboxv1.SourceLogicalReplication {
+	if rs := st.Replication; rs != nil && rs.Exists && p.Spec.LogicalReplication() {
 		m.slotLag.WithLabelValues(ns, name).Set(float64(rs.LagBytes))
 		active := 0.0
 		if rs.Active {

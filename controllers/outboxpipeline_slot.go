@@ -39,7 +39,7 @@ const AnnotationKeepSlot = "outbox.dev/keep-replication-slot"
 // ensureSlotFinalizer adds the finalizer to a LogicalReplication pipeline, and removes
 // it once a pipeline left that mode and its slot is gone (status.replication empty).
 func (r *OutboxPipelineReconciler) ensureSlotFinalizer(ctx context.Context, p *outboxv1.OutboxPipeline) error {
-	want := p.Spec.Source.Mode == outboxv1.SourceLogicalReplication || p.Status.Replication != nil
+	want := p.Spec.LogicalReplication() || p.Status.Replication != nil
 	if want == controllerutil.ContainsFinalizer(p, SlotFinalizer) {
 		return nil
 	}
@@ -103,53 +103,62 @@ func (r *OutboxPipelineReconciler) slotDB(ctx context.Context, p *outboxv1.Outbo
 	return nil, err
 }
 
-// observeSlot records the slot in st (LogicalReplication), or drops the slot of a
-// pipeline that left that mode. Errors are reported, never fatal to the pass: the
-// relay works without the operator's view of its slot.
-func (r *OutboxPipelineReconciler) observeSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, st *outboxv1.OutboxPipelineStatus) {
+// reconcileSlot executes slotAction's plan for the slot and records the slot in st.
+// Errors are reported, never fatal to the pass: the relay works without the
+// operator's view of its slot.
+func (r *OutboxPipelineReconciler) reconcileSlot(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
+	view databaseView, st *outboxv1.OutboxPipelineStatus) {
+	logical := p.Spec.LogicalReplication()
+	if logical && view.slot == nil {
+		return // its read failed (logged): the status keeps what the last pass saw
+	}
+	var seen replslot.State
+	if view.slot != nil {
+		seen = *view.slot
+	}
+	plan := slotAction(logical, st.Replication, seen, table)
+	if plan.verb == slotDrop {
+		r.dropSlot(ctx, p, view.db, st)
+	}
+	if !logical {
+		return // a Polling pipeline records no slot
+	}
 	slot := ReplicationSlot(p)
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication {
-		if st.Replication == nil {
-			return
-		}
-		if err := replslot.Drop(ctx, db, slot, slot); err != nil {
-			logSlotError(ctx, "could not drop the slot of a pipeline that left LogicalReplication mode; retrying", slot, err)
-			return
-		}
-		r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "SlotDropped", "DropSlot", "dropped replication slot and publication %s: the pipeline polls now", slot)
-		st.Replication = nil
-		return
-	}
-	table, err := pgident.NewTable(p.Spec.Source.Schema, p.Spec.Source.Table)
-	if err != nil {
-		return // validate reported it
-	}
-	seen, err := readSlot(ctx, db, slot)
-	if err != nil {
-		logSlotError(ctx, "could not read the replication slot", slot, err)
-		return
-	}
-	plan := planSlot(st.Replication, seen, table)
 	var replaced *outboxv1.SlotReplacement
-	if plan.moveTo {
-		r.movePublication(ctx, p, db, seen.tables, table)
+	if st.Replication != nil {
+		replaced = st.Replication.LastReplaced
 	}
-	if plan.ensure {
-		replaced = r.ensureSlot(ctx, p, db, table, plan)
-	}
-	if plan.ensure || plan.moveTo {
-		if seen, err = readSlot(ctx, db, slot); err != nil {
+	if plan.verb != slotNone || plan.movePublication {
+		if rec := r.changeSlot(ctx, p, view.db, plan, seen.Tables, table); rec != nil {
+			replaced = rec
+		}
+		var err error
+		if seen, err = replslot.Read(ctx, view.db, slot, slot); err != nil {
 			logSlotError(ctx, "could not read the replication slot", slot, err)
 			return
 		}
 	}
-	if replaced == nil && st.Replication != nil {
-		replaced = st.Replication.LastReplaced
-	}
-	s := seen.slot
-	st.Replication = &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: seen.found,
+	st.Replication = replicationStatus(slot, seen, replaced)
+}
+
+// replicationStatus is status.replication for what a pass saw of the slot.
+func replicationStatus(slot string, seen replslot.State, replaced *outboxv1.SlotReplacement) *outboxv1.ReplicationStatus {
+	s := seen.Slot
+	return &outboxv1.ReplicationStatus{Slot: slot, Publication: slot, Exists: seen.SlotFound,
 		Active: s.Active, ConfirmedLSN: s.ConfirmedLSN, LagBytes: s.LagBytes, WALStatus: s.WALStatus,
-		PublicationTable: strings.Join(seen.tables, ","), LastReplaced: replaced}
+		PublicationTable: strings.Join(seen.Tables, ","), LastReplaced: replaced}
+}
+
+// dropSlot drops the slot and publication of a pipeline that left LogicalReplication
+// mode, and forgets them in st once they are gone.
+func (r *OutboxPipelineReconciler) dropSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, st *outboxv1.OutboxPipelineStatus) {
+	slot := ReplicationSlot(p)
+	if err := replslot.Drop(ctx, db, slot, slot); err != nil {
+		logSlotError(ctx, "could not drop the slot of a pipeline that left LogicalReplication mode; retrying", slot, err)
+		return
+	}
+	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "SlotDropped", "DropSlot", "dropped replication slot and publication %s: the pipeline polls now", slot)
+	st.Replication = nil
 }
 
 // logSlotError logs a failed slot operation, unless the manager's stop failed it.
@@ -159,45 +168,49 @@ func logSlotError(ctx context.Context, msg, slot string, err error) {
 	}
 }
 
-// readSlot reads the slot and what its publication (of the same name) covers.
-func readSlot(ctx context.Context, db *sql.DB, slot string) (slotSeen, error) {
-	s, found, err := replslot.Read(ctx, db, slot)
-	if err != nil {
-		return slotSeen{}, err
+// changeSlot runs plan's statements (moving the publication from the tables it
+// covered) and returns the record of a replacement, nil when there was none or it
+// failed. The Events are sent at once: the status write of this pass may still fail.
+func (r *OutboxPipelineReconciler) changeSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, plan slotPlan,
+	from []string, table pgident.Table) *outboxv1.SlotReplacement {
+	slot := ReplicationSlot(p)
+	if plan.movePublication {
+		r.movePublication(ctx, p, db, from, table)
 	}
-	tables, pubFound, err := replslot.PublicationTables(ctx, db, slot)
-	if err != nil {
-		return slotSeen{}, err
+	if err := makeSlot(ctx, db, plan, slot, table); err != nil {
+		if !stopped(ctx) {
+			r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
+				"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
+		}
+		return nil
 	}
-	return slotSeen{found: found, slot: s, pubFound: pubFound, tables: tables}, nil
+	if plan.verb != slotReplace {
+		return nil
+	}
+	rec := replacementRecord(slot, plan.reason, r.now())
+	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot", "%s", rec.Message)
+	logf.FromContext(ctx).Info("replaced the replication slot", "slot", slot, "reason", plan.reason)
+	return rec
 }
 
-// ensureSlot makes what plan says is missing, and returns the record of a replacement
-// (nil when there was none). The Event is sent at once: the status write of this pass
-// may still fail.
-func (r *OutboxPipelineReconciler) ensureSlot(ctx context.Context, p *outboxv1.OutboxPipeline, db *sql.DB, table pgident.Table,
-	plan slotPlan) *outboxv1.SlotReplacement {
-	slot := ReplicationSlot(p)
-	_, invalidated, err := replslot.Ensure(ctx, db, table, slot, slot)
-	if err != nil && stopped(ctx) {
-		return nil
+// makeSlot makes the publication and the slot plan asks for, the lost slot dropped first.
+func makeSlot(ctx context.Context, db *sql.DB, plan slotPlan, slot string, table pgident.Table) error {
+	if plan.newPublication {
+		if err := replslot.CreatePublication(ctx, db, slot, table); err != nil {
+			return err
+		}
 	}
-	if err != nil {
-		r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotNotCreated", "CreateSlot",
-			"cannot make replication slot %s: %s; polling publishes meanwhile", slot, dbErrorText(err, ""))
-		return nil
+	if plan.dropLost {
+		if err := replslot.DropSlot(ctx, db, slot); err != nil {
+			return err
+		}
 	}
-	reason := plan.replacing
-	if invalidated {
-		reason = outboxv1.ReasonSlotInvalidated
+	if plan.newSlot {
+		if _, err := replslot.CreateSlot(ctx, db, slot); err != nil {
+			return err
+		}
 	}
-	if reason == "" {
-		return nil
-	}
-	rec := replacementRecord(slot, reason, r.now())
-	r.Recorder.Eventf(p, nil, corev1.EventTypeWarning, "SlotReplaced", "CreateSlot", "%s", rec.Message)
-	logf.FromContext(ctx).Info("replaced the replication slot", "slot", slot, "reason", reason)
-	return rec
+	return nil
 }
 
 // movePublication points the publication at the spec's table; the slot stays
@@ -216,29 +229,4 @@ func (r *OutboxPipelineReconciler) movePublication(ctx context.Context, p *outbo
 	r.Recorder.Eventf(p, nil, corev1.EventTypeNormal, "PublicationMoved", "MovePublication",
 		"publication %s now covers %s (was %s); the slot stays, rows of %s committed before the move are published by polling after cdcHandoverAfter",
 		pub, table, strings.Join(from, ","), table)
-}
-
-// slotProblem is the Degraded reason and message for the slot, or "".
-func slotProblem(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus) (reason, msg string) {
-	rs := st.Replication
-	if p.Spec.Source.Mode != outboxv1.SourceLogicalReplication || rs == nil || !rs.Exists {
-		return "", ""
-	}
-	if rs.WALStatus == "lost" {
-		return outboxv1.ReasonSlotInvalidated, fmt.Sprintf("PostgreSQL invalidated replication slot %s (max_slot_wal_keep_size): polling publishes every event meanwhile, and the relay replaces the slot", rs.Slot)
-	}
-	if rs.PublicationTable != "" && rs.PublicationTable != p.Spec.Source.Schema+"."+p.Spec.Source.Table {
-		return outboxv1.ReasonPublicationMismatch, fmt.Sprintf("publication %s covers %s, not spec.source.table %s.%s, and the operator could not move it (see the PublicationNotMoved event; ALTER PUBLICATION needs ownership of the table): every event waits cdcHandoverAfter for polling",
-			rs.Publication, rs.PublicationTable, p.Spec.Source.Schema, p.Spec.Source.Table)
-	}
-	if max := p.Spec.Source.MaxSlotLag; max != nil && rs.LagBytes > max.Value() {
-		return outboxv1.ReasonSlotLagging, fmt.Sprintf("replication slot %s holds %d bytes of WAL, more than maxSlotLag %s (active: %t); check the relay workers and long-running transactions",
-			rs.Slot, rs.LagBytes, max.String(), rs.Active)
-	}
-	return "", ""
-}
-
-func slotReason(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus) string {
-	reason, _ := slotProblem(p, st)
-	return reason
 }

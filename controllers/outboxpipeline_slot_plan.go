@@ -6,9 +6,10 @@ Licensed under the Apache License, Version 2.0.
 
 package controllers
 
-// What a pass does about a LogicalReplication pipeline's slot and publication, decided
-// from what it read (slotSeen) and the status of the pass before: pure, so every case
-// is a table test (outboxpipeline_slot_plan_test.go). observeSlot reads and executes.
+// What a pass does about a pipeline's slot and publication, decided from what
+// observeDatabase read (replslot.State) and the status of the pass before: pure, so
+// every case is a table test (outboxpipeline_slot_plan_test.go). reconcileSlot
+// executes the plan with replslot, which runs statements and decides nothing.
 
 import (
 	"fmt"
@@ -26,45 +27,58 @@ import (
 // the next sync) to see it; status.replication.lastReplaced keeps it after that.
 const DefaultSlotReplacedFor = time.Hour
 
-// slotSeen is what one pass read of the slot and its publication.
-type slotSeen struct {
-	found bool
-	slot  replslot.Slot
-	// pubFound is false while the publication is missing; tables are what it covers.
-	pubFound bool
-	tables   []string
-}
+// slotVerb is what a pass does to the slot.
+type slotVerb int
 
-// slotPlan is what the pass does.
+const (
+	slotNone slotVerb = iota
+	// slotCreate makes what is missing of a slot the pipeline never had, or of its
+	// publication.
+	slotCreate
+	// slotReplace makes a new slot for one the pipeline had, and records it
+	// (status.replication.lastReplaced, SlotReplaced).
+	slotReplace
+	// slotDrop drops slot and publication: the pipeline left LogicalReplication.
+	slotDrop
+)
+
+// slotPlan is what the pass does, statement by statement, in this order: move the
+// publication, make it, drop the invalidated slot, make the slot.
 type slotPlan struct {
-	// ensure makes what is missing and replaces a lost slot (replslot.Ensure).
-	ensure bool
-	// replacing is the reason to record when ensure makes a new slot for one the
-	// pipeline had (ReasonSlotInvalidated, ReasonSlotMissing), or "".
-	replacing string
-	// moveTo is set when the publication must move to the spec's table.
-	moveTo bool
+	verb slotVerb
+	// reason is why a slot is replaced (ReasonSlotMissing, ReasonSlotInvalidated), or "".
+	reason string
+	// movePublication points the publication at the spec's table.
+	movePublication bool
+	// newPublication and newSlot make them; dropLost first drops the invalidated slot.
+	newPublication, dropLost, newSlot bool
 }
 
-// planSlot decides. A slot a worker streams from is left alone (a lost slot has no
+// slotAction decides. A pipeline outside LogicalReplication drops the slot it still
+// records. In the mode, a slot a worker streams from is left alone (a lost slot has no
 // reader: PostgreSQL ends it); a missing publication is made, and one covering another
 // table (spec.source.table changed) is moved, reader or not: the walsender follows
 // the change without a restart. A missing slot is a replacement only when the pipeline
 // had one (prev.Exists); the first slot of a pipeline is no news.
-func planSlot(prev *outboxv1.ReplicationStatus, seen slotSeen, table pgident.Table) slotPlan {
-	var plan slotPlan
-	switch {
-	case !seen.found:
-		plan.ensure = true
-		if prev != nil && prev.Exists {
-			plan.replacing = outboxv1.ReasonSlotMissing
+func slotAction(logical bool, prev *outboxv1.ReplicationStatus, seen replslot.State, table pgident.Table) slotPlan {
+	if !logical {
+		if prev != nil {
+			return slotPlan{verb: slotDrop}
 		}
-	case seen.slot.WALStatus == "lost" && !seen.slot.Active:
-		plan.ensure, plan.replacing = true, outboxv1.ReasonSlotInvalidated
-	case !seen.pubFound && !seen.slot.Active:
-		plan.ensure = true
+		return slotPlan{}
 	}
-	plan.moveTo = seen.pubFound && !replslot.CoversExactly(seen.tables, table)
+	plan := slotPlan{movePublication: seen.PublicationFound && !replslot.CoversExactly(seen.Tables, table)}
+	switch {
+	case !seen.SlotFound && prev != nil && prev.Exists:
+		plan.verb, plan.reason, plan.newSlot = slotReplace, outboxv1.ReasonSlotMissing, true
+	case !seen.SlotFound:
+		plan.verb, plan.newSlot = slotCreate, true
+	case seen.Slot.Lost() && !seen.Slot.Active:
+		plan.verb, plan.reason, plan.dropLost, plan.newSlot = slotReplace, outboxv1.ReasonSlotInvalidated, true, true
+	case !seen.PublicationFound && !seen.Slot.Active:
+		plan.verb = slotCreate
+	}
+	plan.newPublication = plan.verb != slotNone && !seen.PublicationFound
 	return plan
 }
 

@@ -11,43 +11,54 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/replslot"
 )
 
-func TestPlanSlot(t *testing.T) {
+func TestSlotAction(t *testing.T) {
 	table := pgident.Table{Schema: "public", Name: "outbox_b"}
 	had := &outboxv1.ReplicationStatus{Exists: true}
 	ours := []string{"public.outbox_b"}
 	streamed := replslot.Slot{Active: true, WALStatus: "reserved"}
 	idle := replslot.Slot{WALStatus: "reserved"}
+	lost := replslot.Slot{WALStatus: "lost"}
+	missing := slotPlan{verb: slotReplace, reason: outboxv1.ReasonSlotMissing, newSlot: true}
 	for _, tc := range []struct {
-		name string
-		prev *outboxv1.ReplicationStatus
-		seen slotSeen
-		want slotPlan
+		name    string
+		logical bool
+		prev    *outboxv1.ReplicationStatus
+		seen    replslot.State
+		want    slotPlan
 	}{
-		{"first pass makes slot and publication, no replacement", nil, slotSeen{}, slotPlan{ensure: true}},
-		{"a slot not made yet is no replacement", &outboxv1.ReplicationStatus{}, slotSeen{}, slotPlan{ensure: true}},
-		{"a slot the pipeline had is gone", had, slotSeen{pubFound: true, tables: ours},
-			slotPlan{ensure: true, replacing: outboxv1.ReasonSlotMissing}},
-		{"slot and publication gone", had, slotSeen{}, slotPlan{ensure: true, replacing: outboxv1.ReasonSlotMissing}},
-		{"invalidated", had, slotSeen{found: true, slot: replslot.Slot{WALStatus: "lost"}, pubFound: true, tables: ours},
-			slotPlan{ensure: true, replacing: outboxv1.ReasonSlotInvalidated}},
-		{"invalidated while its walsender still ends: next pass", had,
-			slotSeen{found: true, slot: replslot.Slot{Active: true, WALStatus: "lost"}, pubFound: true, tables: ours}, slotPlan{}},
-		{"a streamed slot is left alone", had, slotSeen{found: true, slot: streamed, pubFound: true, tables: ours}, slotPlan{}},
-		{"an idle healthy slot is left alone", had, slotSeen{found: true, slot: idle, pubFound: true, tables: ours}, slotPlan{}},
-		{"publication missing, no reader: make it", had, slotSeen{found: true, slot: idle}, slotPlan{ensure: true}},
-		{"publication missing under a reader: after it stopped", had, slotSeen{found: true, slot: streamed}, slotPlan{}},
-		{"table changed: move the publication, keep the slot", had,
-			slotSeen{found: true, slot: streamed, pubFound: true, tables: []string{"public.outbox_a"}}, slotPlan{moveTo: true}},
-		{"schema changed", had,
-			slotSeen{found: true, slot: idle, pubFound: true, tables: []string{"billing.outbox_b"}}, slotPlan{moveTo: true}},
-		{"publication covers ours and another", had,
-			slotSeen{found: true, slot: idle, pubFound: true, tables: []string{"public.other", "public.outbox_b"}}, slotPlan{moveTo: true}},
-		{"publication covers nothing", had, slotSeen{found: true, slot: idle, pubFound: true}, slotPlan{moveTo: true}},
-		{"slot gone and table changed", had, slotSeen{pubFound: true, tables: []string{"public.outbox_a"}},
-			slotPlan{ensure: true, replacing: outboxv1.ReasonSlotMissing, moveTo: true}},
+		{"first pass makes slot and publication, no replacement", true, nil, replslot.State{},
+			slotPlan{verb: slotCreate, newPublication: true, newSlot: true}},
+		{"a slot not made yet is no replacement", true, &outboxv1.ReplicationStatus{}, replslot.State{},
+			slotPlan{verb: slotCreate, newPublication: true, newSlot: true}},
+		{"a slot the pipeline had is gone", true, had, replslot.State{PublicationFound: true, Tables: ours}, missing},
+		{"slot and publication gone", true, had, replslot.State{},
+			slotPlan{verb: slotReplace, reason: outboxv1.ReasonSlotMissing, newPublication: true, newSlot: true}},
+		{"invalidated", true, had, replslot.State{SlotFound: true, Slot: lost, PublicationFound: true, Tables: ours},
+			slotPlan{verb: slotReplace, reason: outboxv1.ReasonSlotInvalidated, dropLost: true, newSlot: true}},
+		{"invalidated, publication gone too", true, had, replslot.State{SlotFound: true, Slot: lost},
+			slotPlan{verb: slotReplace, reason: outboxv1.ReasonSlotInvalidated, newPublication: true, dropLost: true, newSlot: true}},
+		{"invalidated while its walsender still ends: next pass", true, had,
+			replslot.State{SlotFound: true, Slot: replslot.Slot{Active: true, WALStatus: "lost"}, PublicationFound: true, Tables: ours}, slotPlan{}},
+		{"a streamed slot is left alone", true, had, replslot.State{SlotFound: true, Slot: streamed, PublicationFound: true, Tables: ours}, slotPlan{}},
+		{"an idle healthy slot is left alone", true, had, replslot.State{SlotFound: true, Slot: idle, PublicationFound: true, Tables: ours}, slotPlan{}},
+		{"publication missing, no reader: make it", true, had, replslot.State{SlotFound: true, Slot: idle},
+			slotPlan{verb: slotCreate, newPublication: true}},
+		{"publication missing under a reader: after it stopped", true, had, replslot.State{SlotFound: true, Slot: streamed}, slotPlan{}},
+		{"table changed: move the publication, keep the slot", true, had,
+			replslot.State{SlotFound: true, Slot: streamed, PublicationFound: true, Tables: []string{"public.outbox_a"}}, slotPlan{movePublication: true}},
+		{"schema changed", true, had,
+			replslot.State{SlotFound: true, Slot: idle, PublicationFound: true, Tables: []string{"billing.outbox_b"}}, slotPlan{movePublication: true}},
+		{"publication covers ours and another", true, had,
+			replslot.State{SlotFound: true, Slot: idle, PublicationFound: true, Tables: []string{"public.other", "public.outbox_b"}}, slotPlan{movePublication: true}},
+		{"publication covers nothing", true, had, replslot.State{SlotFound: true, Slot: idle, PublicationFound: true}, slotPlan{movePublication: true}},
+		{"slot gone and table changed", true, had, replslot.State{PublicationFound: true, Tables: []string{"public.outbox_a"}},
+			slotPlan{verb: slotReplace, reason: outboxv1.ReasonSlotMissing, movePublication: true, newSlot: true}},
+		{"left the mode: drop what the status records", false, had, replslot.State{}, slotPlan{verb: slotDrop}},
+		{"left the mode before a slot was made: drop what may be there", false, &outboxv1.ReplicationStatus{}, replslot.State{}, slotPlan{verb: slotDrop}},
+		{"never in the mode", false, nil, replslot.State{}, slotPlan{}},
 	} {
-		if got := planSlot(tc.prev, tc.seen, table); got != tc.want {
-			t.Errorf("%s: planSlot = %+v, want %+v", tc.name, got, tc.want)
+		if got := slotAction(tc.logical, tc.prev, tc.seen, table); got != tc.want {
+			t.Errorf("%s: slotAction = %+v, want %+v", tc.name, got, tc.want)
 		}
 	}
 }

@@ -7,13 +7,11 @@ Licensed under the Apache License, Version 2.0.
 package controllers
 
 // The OutboxPipeline's status: what the workers' Deployment and the outbox table say,
-// and the Ready, Degraded and Progressing conditions made from it. The broker
+// and the Progressing, kstatus and SlotReplaced conditions made from it. Ready and
+// Degraded are priority lists of checks (outboxpipeline_checks.go); the broker
 // messages are in outboxpipeline_broker.go.
 
 import (
-	"context"
-	"database/sql"
-	"errors"
 	"fmt"
 	"time"
 
@@ -22,11 +20,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	logf "sigs.k8s.io/controller-runtime/pkg/log"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
 // setNotReady reports a problem that stopped the pass before the children were applied.
@@ -56,45 +52,6 @@ func observeWorkers(p *outboxv1.OutboxPipeline, dep *appsv1.Deployment, st *outb
 		fmt.Sprintf("Deployment %s is up to date", dep.Name))
 }
 
-// readStats reads one snapshot of the outbox table, bounded by outboxstats.Timeout: an
-// unreachable database only degrades this pipeline, and a hung one fails its reads at
-// once for a while (outboxstats.Read). The *refProblem says why the table could not
-// be read.
-func (r *OutboxPipelineReconciler) readStats(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table,
-	dsn string) (outboxstats.Stats, *refProblem) {
-	var s outboxstats.Stats
-	err := r.Pools.Read(ctx, poolKey(p.Namespace, p.Name), dsn, func(db *sql.DB) (err error) {
-		s, err = outboxstats.Read(ctx, db, table)
-		return err
-	})
-	if err == nil {
-		return s, nil
-	}
-	return outboxstats.Stats{}, statsProblem(ctx, p, table, dsn, err)
-}
-
-// statsProblem is the condition a failed read of table gives.
-func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident.Table, dsn string, err error) *refProblem {
-	ref := p.Spec.Source.DSNSecretRef
-	msg := dbErrorText(err, dsn)
-	switch {
-	case errors.Is(err, outboxstats.ErrDatabaseBusy):
-		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot read %s: %s (the operator's reads of this database are waiting for it)", table, msg)}
-	case errors.Is(err, outboxstats.ErrDatabaseUnresponsive):
-		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot read %s: %s; check the database server, which the relay workers use too", table, msg)}
-	case errors.Is(err, outboxstats.ErrUnusableDSN):
-		return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-			"cannot use the DSN from Secret %q key %q: %s", ref.Name, ref.Key, msg)}
-	case errors.Is(err, outboxstats.ErrTableMissing):
-		return &refProblem{outboxv1.ReasonTableMissing, msg}
-	}
-	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
-	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
-		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
-}
-
 // recordStats copies a snapshot into st. lastCheckTime moves only when a value changed
 // (or on the first read): an idle pipeline's status is never rewritten, even to say it
 // was read. How recent the last read is, the manager says with the metric
@@ -119,56 +76,6 @@ func recordStats(st *outboxv1.OutboxPipelineStatus, s outboxstats.Stats, now tim
 		!equality.Semantic.DeepEqual(prev.BrokerUnavailableSince, st.BrokerUnavailableSince)
 	if changed || st.LastCheckTime == nil {
 		st.LastCheckTime = &metav1.Time{Time: now}
-	}
-}
-
-// setReady: the database first (without it nothing else is known), then a pause,
-// then whether any worker is ready.
-func setReady(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, depName string) {
-	gen := p.Generation
-	switch {
-	case dbProblem != nil:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, dbProblem.Reason, dbProblem.Message)
-	case p.Spec.Paused:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonPaused,
-			"spec.paused is true: no workers run, events accumulate as PENDING")
-	case st.Replicas > 0 && st.ReadyWorkers == 0:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionFalse, outboxv1.ReasonWorkersNotReady,
-			fmt.Sprintf("0/%d relay workers ready%s; see `kubectl describe deployment %s` and the pods' logs",
-				st.Replicas, brokerHint(st.BrokerUnavailableWorkers), depName))
-	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionReady, metav1.ConditionTrue, outboxv1.ReasonReady,
-			fmt.Sprintf("%d/%d relay workers ready, database reachable", st.ReadyWorkers, st.Replicas))
-	}
-}
-
-// setDegraded picks the most explanatory problem: the database first (without it nothing
-// else can be read), then a broker outage reported by the workers (brokerMsg, "" when
-// none; it explains delayed events), then delays and dead events.
-func setDegraded(p *outboxv1.OutboxPipeline, st *outboxv1.OutboxPipelineStatus, dbProblem *refProblem, brokerMsg string, now time.Time) {
-	gen := p.Generation
-	m := p.Spec.Monitoring
-	switch {
-	case dbProblem != nil:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, dbProblem.Reason, dbProblem.Message)
-	case brokerMsg != "":
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonBrokerUnavailable, brokerMsg)
-	case slotReason(p, st) != "":
-		reason, msg := slotProblem(p, st)
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, reason, msg)
-	case st.OldestPendingTime != nil && now.Sub(st.OldestPendingTime.Time) > m.OldestPendingAgeThreshold.Duration:
-		// The time, not the age: an age would change the message, and so write the
-		// status and wake every watcher, on every pass.
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonEventsDelayed, fmt.Sprintf(
-			"the oldest unpublished event has waited since %s (threshold %s, %d pending, %d retrying); check the workers' logs, broker health and last_error_code of RETRY rows",
-			st.OldestPendingTime.UTC().Format(time.RFC3339), m.OldestPendingAgeThreshold.Duration, st.Pending, st.Retrying))
-	case st.DeadLastIncreaseTime != nil && now.Sub(st.DeadLastIncreaseTime.Time) < m.DeadGrowthWindow.Duration:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionTrue, outboxv1.ReasonDeadEventsIncreasing, fmt.Sprintf(
-			"%d DEAD events, more than before (last increase %s); inspect last_error_code, fix the cause, then replay them with a DeadLetterReplay",
-			st.Dead, st.DeadLastIncreaseTime.UTC().Format(time.RFC3339)))
-	default:
-		setCondition(&st.Conditions, gen, outboxv1.ConditionDegraded, metav1.ConditionFalse, outboxv1.ReasonHealthy,
-			fmt.Sprintf("database reachable; %d pending, %d retrying, %d dead", st.Pending, st.Retrying, st.Dead))
 	}
 }
 

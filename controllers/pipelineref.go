@@ -15,6 +15,7 @@ import (
 	"fmt"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,45 +71,33 @@ func indexPipelineRef(ctx context.Context, mgr ctrl.Manager, obj client.Object, 
 	})
 }
 
-// enqueueReferrers maps a pipeline event to the objects (of list's kind) naming it.
-func enqueueReferrers(c client.Reader, newList func() client.ObjectList, items func(client.ObjectList) []client.Object) handler.EventHandler {
+// enqueueReferrers maps a pipeline event to the objects (of newList's kind) naming it.
+func enqueueReferrers(c client.Reader, newList func() client.ObjectList) handler.EventHandler {
 	return handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
-		return listRequests(ctx, c, o.GetNamespace(), pipelineRefIndex, o.GetName(), newList, items)
+		return listRequests(ctx, c, o.GetNamespace(), pipelineRefIndex, o.GetName(), newList)
 	})
 }
 
-// listRequests lists the objects in ns whose index field has value, as requests.
-func listRequests(ctx context.Context, c client.Reader, ns, field, value string, newList func() client.ObjectList,
-	items func(client.ObjectList) []client.Object) []reconcile.Request {
+// listRequests lists the objects (of newList's kind) in ns whose index field has
+// value, as requests.
+func listRequests(ctx context.Context, c client.Reader, ns, field, value string, newList func() client.ObjectList) []reconcile.Request {
 	list := newList()
 	if err := c.List(ctx, list, client.InNamespace(ns), client.MatchingFields{field: value}); err != nil {
 		return nil
 	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil
+	}
 	var reqs []reconcile.Request
-	for _, it := range items(list) {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(it)})
+	for _, it := range items {
+		if o, ok := it.(client.Object); ok {
+			reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(o)})
+		}
 	}
 	return reqs
 }
 
-func newReplayList() client.ObjectList { return &outboxv1.DeadLetterReplayList{} }
-
-func replayItems(l client.ObjectList) []client.Object {
-	items := l.(*outboxv1.DeadLetterReplayList).Items
-	out := make([]client.Object, 0, len(items))
-	for i := range items {
-		out = append(out, &items[i])
-	}
-	return out
-}
-
+func newPipelineList() client.ObjectList  { return &outboxv1.OutboxPipelineList{} }
+func newReplayList() client.ObjectList    { return &outboxv1.DeadLetterReplayList{} }
 func newRetentionList() client.ObjectList { return &outboxv1.RetentionPolicyList{} }
-
-func retentionItems(l client.ObjectList) []client.Object {
-	items := l.(*outboxv1.RetentionPolicyList).Items
-	out := make([]client.Object, 0, len(items))
-	for i := range items {
-		out = append(out, &items[i])
-	}
-	return out
-}

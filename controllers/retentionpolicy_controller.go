@@ -155,7 +155,7 @@ func (r *RetentionPolicyReconciler) SetupWithManager(ctx context.Context, mgr ct
 	b := ctrl.NewControllerManagedBy(mgr).
 		For(&outboxv1.RetentionPolicy{}, builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Owns(&batchv1.CronJob{}).
-		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newRetentionList, retentionItems),
+		Watches(&outboxv1.OutboxPipeline{}, enqueueReferrers(mgr.GetClient(), newRetentionList),
 			builder.WithPredicates(predicate.GenerationChangedPredicate{}))
 	w := secretWatch{c: mgr.GetCache(), secrets: r.secrets}
 	return watchesSecrets(b, w, w.retentionPolicies).

@@ -112,3 +112,43 @@ var _ = Describe("RetentionPolicy run history", func() {
 		Expect(condition(getPolicy(ns, "keep")().Status.Conditions, outboxv1.ConditionDegraded).Message).NotTo(ContainSubstring("s3cretpw"))
 	})
 })
+
+var _ = Describe("RetentionPolicy", func() {
+	It("renders the retention CronJob", func() {
+		ns := newNamespace()
+		dsn, _, _ := migratedDB()
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "orders", "db"))).To(Succeed())
+		rp := &outboxv1.RetentionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
+			Spec:       outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: "orders"}, Mode: "Delete"},
+		}
+		Expect(k8sClient.Create(suiteCtx, rp)).To(Succeed())
+		var cj batchv1.CronJob
+		Eventually(func() error {
+			return k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "orders-retention"}, &cj)
+		}).Should(Succeed())
+		expectOwnedBy(&cj, rp)
+		Expect(cj.Spec.JobTemplate.Spec.Template.Spec.Containers[0].Args).To(ContainElement("--mode=delete"))
+		Eventually(func(g Gomega) {
+			var cur outboxv1.RetentionPolicy
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(rp), &cur)).To(Succeed())
+			g.Expect(cur.Status.NextRunTime).NotTo(BeNil())
+			g.Expect(condition(cur.Status.Conditions, outboxv1.ConditionReady).Reason).To(Equal(outboxv1.ReasonScheduled))
+		}).Should(Succeed())
+	})
+
+	It("reports PipelineNotFound for a retention policy naming a missing pipeline", func() {
+		ns := newNamespace()
+		rp := &outboxv1.RetentionPolicy{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "ghost"},
+			Spec:       outboxv1.RetentionPolicySpec{PipelineRef: outboxv1.PipelineReference{Name: "ghost"}},
+		}
+		Expect(k8sClient.Create(suiteCtx, rp)).To(Succeed())
+		Eventually(func() string {
+			var cur outboxv1.RetentionPolicy
+			Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(rp), &cur)).To(Succeed())
+			return condition(cur.Status.Conditions, outboxv1.ConditionReady).Reason
+		}).Should(Equal(outboxv1.ReasonPipelineNotFound))
+	})
+})

@@ -81,34 +81,25 @@ func watchesSecrets(b *builder.Builder, w secretWatch, requests func(ctx context
 
 // pipelines are the requests of the pipelines in ns that reference Secret name.
 func (w secretWatch) pipelines(ctx context.Context, ns, name string) []reconcile.Request {
-	var list outboxv1.OutboxPipelineList
-	if err := w.c.List(ctx, &list, client.InNamespace(ns), client.MatchingFields{secretRefIndex: name}); err != nil {
-		return nil
-	}
-	reqs := make([]reconcile.Request, 0, len(list.Items))
-	for i := range list.Items {
-		reqs = append(reqs, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&list.Items[i])})
-	}
-	return reqs
+	return listRequests(ctx, w.c, ns, secretRefIndex, name, newPipelineList)
 }
 
 // replays are the requests of the replays of those pipelines, and of the replays whose
 // consumer database Secret it is.
 func (w secretWatch) replays(ctx context.Context, ns, name string) []reconcile.Request {
-	reqs := w.referrersOfPipelines(ctx, ns, name, newReplayList, replayItems)
-	return append(reqs, listRequests(ctx, w.c, ns, secretRefIndex, name, newReplayList, replayItems)...)
+	reqs := w.referrersOfPipelines(ctx, ns, name, newReplayList)
+	return append(reqs, listRequests(ctx, w.c, ns, secretRefIndex, name, newReplayList)...)
 }
 
 // retentionPolicies are the requests of the retention policies of those pipelines.
 func (w secretWatch) retentionPolicies(ctx context.Context, ns, name string) []reconcile.Request {
-	return w.referrersOfPipelines(ctx, ns, name, newRetentionList, retentionItems)
+	return w.referrersOfPipelines(ctx, ns, name, newRetentionList)
 }
 
-func (w secretWatch) referrersOfPipelines(ctx context.Context, ns, name string, newList func() client.ObjectList,
-	items func(client.ObjectList) []client.Object) []reconcile.Request {
+func (w secretWatch) referrersOfPipelines(ctx context.Context, ns, name string, newList func() client.ObjectList) []reconcile.Request {
 	var reqs []reconcile.Request
 	for _, p := range w.pipelines(ctx, ns, name) {
-		reqs = append(reqs, listRequests(ctx, w.c, ns, pipelineRefIndex, p.Name, newList, items)...)
+		reqs = append(reqs, listRequests(ctx, w.c, ns, pipelineRefIndex, p.Name, newList)...)
 	}
 	return reqs
 }

@@ -131,6 +131,13 @@ const (
 	SourceLogicalReplication SourceMode = "LogicalReplication"
 )
 
+// LogicalReplication reports whether the workers learn of new events from the WAL
+// (spec.source.mode LogicalReplication); the operator then keeps the pipeline's slot
+// and publication.
+func (s *OutboxPipelineSpec) LogicalReplication() bool {
+	return s.Source.Mode == SourceLogicalReplication
+}
+
 // MessageFormat is the wire format of the relayed messages.
 type MessageFormat string
 

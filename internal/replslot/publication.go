@@ -8,9 +8,9 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
-// PublicationTables returns the tables the publication covers as "schema.table",
+// publicationTables returns the tables the publication covers as "schema.table",
 // sorted, or found false when there is no publication of that name.
-func PublicationTables(ctx context.Context, db *sql.DB, publication string) (tables []string, found bool, err error) {
+func publicationTables(ctx context.Context, db *sql.DB, publication string) (tables []string, found bool, err error) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, publication).Scan(&n); err != nil {
 		return nil, false, fmt.Errorf("publication %s: %w", publication, err)
@@ -37,7 +37,7 @@ func PublicationTables(ctx context.Context, db *sql.DB, publication string) (tab
 	return tables, true, nil
 }
 
-// CoversExactly reports whether tables (PublicationTables) is t and nothing else.
+// CoversExactly reports whether tables (State.Tables) is t and nothing else.
 func CoversExactly(tables []string, t pgident.Table) bool {
 	return len(tables) == 1 && tables[0] == t.String()
 }

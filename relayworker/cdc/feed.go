@@ -155,32 +155,51 @@ func (f *Feed) tryLead(ctx context.Context) (led bool, err error) {
 // slotStart is the slot's confirmed position, after making the slot when this worker
 // is to.
 func (f *Feed) slotStart(ctx context.Context) (pglogrepl.LSN, error) {
-	var pos string
-	if f.o.CreateSlot {
-		p, replaced, err := replslot.Ensure(ctx, f.db, f.o.Table, f.o.Slot, f.o.Publication)
-		if err != nil {
+	seen, err := replslot.Read(ctx, f.db, f.o.Slot, f.o.Publication)
+	if err != nil {
+		return 0, err
+	}
+	pos := seen.Slot.ConfirmedLSN
+	switch {
+	case f.o.CreateSlot:
+		if pos, err = f.makeSlot(ctx, seen); err != nil {
 			return 0, err
 		}
-		if replaced {
-			f.o.Log.Info("replication slot was invalidated (its WAL was removed); made a new one: rows committed meanwhile are published by polling",
-				"slot", f.o.Slot)
-		}
-		pos = p
-	} else {
-		s, found, err := replslot.Read(ctx, f.db, f.o.Slot)
-		if err != nil {
-			return 0, err
-		}
-		if !found || s.WALStatus == "lost" {
-			return 0, fmt.Errorf("replication slot %s is missing or invalidated; the operator makes it (polling publishes meanwhile)", f.o.Slot)
-		}
-		pos = s.ConfirmedLSN
+	case !seen.SlotFound || seen.Slot.Lost():
+		return 0, fmt.Errorf("replication slot %s is missing or invalidated; the operator makes it (polling publishes meanwhile)", f.o.Slot)
 	}
 	lsn, err := pglogrepl.ParseLSN(pos)
 	if err != nil {
 		return 0, fmt.Errorf("slot %s: confirmed position %q: %w", f.o.Slot, pos, err)
 	}
 	return lsn, nil
+}
+
+// makeSlot makes the publication and the slot when they are missing, and replaces a
+// slot PostgreSQL invalidated (max_slot_wal_keep_size): its WAL is gone, and the rows
+// committed meanwhile are PENDING in the table, where polling claims them after the
+// hand-over age. A worker run by hand owns its slot; under the operator it makes none.
+// It returns the slot's confirmed position.
+func (f *Feed) makeSlot(ctx context.Context, seen replslot.State) (string, error) {
+	if !seen.PublicationFound {
+		if err := replslot.CreatePublication(ctx, f.db, f.o.Publication, f.o.Table); err != nil {
+			return "", err
+		}
+	}
+	if seen.SlotFound && !seen.Slot.Lost() {
+		return seen.Slot.ConfirmedLSN, nil
+	}
+	if seen.SlotFound {
+		if err := replslot.DropSlot(ctx, f.db, f.o.Slot); err != nil {
+			return "", err
+		}
+	}
+	pos, err := replslot.CreateSlot(ctx, f.db, f.o.Slot)
+	if err == nil && seen.SlotFound {
+		f.o.Log.Info("replication slot was invalidated (its WAL was removed); made a new one: rows committed meanwhile are published by polling",
+			"slot", f.o.Slot)
+	}
+	return pos, err
 }
 
 // stream runs the replication connection until ctx ends or something fails.
