@@ -25,7 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
 
@@ -43,7 +43,7 @@ func run() error {
 	var kubeQPS float64
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
-		defImage = controllers.DefaultRelayImage
+		defImage = controller.DefaultRelayImage
 	}
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -57,7 +57,7 @@ func run() error {
 	flag.Float64Var(&kubeQPS, "kube-api-qps", 0,
 		"API requests per second the manager sends at most; 0 (the default) sets no client-side limit and leaves the pacing to the API server's priority and fairness")
 	flag.IntVar(&kubeBurst, "kube-api-burst", 0, "API requests the manager may send at once above --kube-api-qps (0: twice --kube-api-qps)")
-	flag.IntVar(&maxReconciles, "max-concurrent-reconciles", controllers.DefaultMaxConcurrentReconciles,
+	flag.IntVar(&maxReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles,
 		"OutboxPipelines reconciled at the same time (at least 1)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
@@ -100,7 +100,7 @@ func run() error {
 		// Secrets only the identity is (a metadata watch), their data is read one by
 		// one in the referencing namespace when it changed.
 		Cache:  cacheOptions(namespaces),
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controller.NeverCached()}},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -108,11 +108,11 @@ func run() error {
 	ctx := ctrl.SetupSignalHandler()
 	pools := outboxstats.NewPoolsMax(dbMaxConns)
 	defer pools.Close()
-	if err := controllers.SetupAll(ctx, mgr, relayImage, pools, controllers.WithMaxConcurrentReconciles(maxReconciles)); err != nil {
+	if err := controller.SetupAll(ctx, mgr, relayImage, pools, controller.WithMaxConcurrentReconciles(maxReconciles)); err != nil {
 		return err
 	}
 	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
-	metrics.Registry.MustRegister(controllers.NewResourceCollector(mgr.GetCache()))
+	metrics.Registry.MustRegister(controller.NewResourceCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz: %w", err)
 	}
@@ -128,7 +128,7 @@ func run() error {
 // none is every namespace): a manager installed for some namespaces then neither lists
 // nor watches the rest of the cluster (its RBAC may still be cluster-wide).
 func cacheOptions(namespaces []string) cache.Options {
-	opts := cache.Options{ByObject: controllers.CacheByObject()}
+	opts := cache.Options{ByObject: controller.CacheByObject()}
 	for _, ns := range namespaces {
 		if opts.DefaultNamespaces == nil {
 			opts.DefaultNamespaces = map[string]cache.Config{}

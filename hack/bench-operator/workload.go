@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
@@ -151,7 +151,7 @@ func countReconciled(ctx context.Context, c client.Client) (int, error) {
 		return 0, err
 	}
 	var ds appsv1.DeploymentList
-	if err := c.List(ctx, &ds, client.MatchingLabels{controllers.LabelManagedBy: controllers.ManagedBy}); err != nil {
+	if err := c.List(ctx, &ds, client.MatchingLabels{controller.LabelManagedBy: controller.ManagedBy}); err != nil {
 		return 0, err
 	}
 	deps := map[client.ObjectKey]bool{}
@@ -161,7 +161,7 @@ func countReconciled(ctx context.Context, c client.Client) (int, error) {
 	n := 0
 	for i := range ps.Items {
 		p := &ps.Items[i]
-		if reconciled(p) && deps[client.ObjectKey{Namespace: p.Namespace, Name: controllers.RelayName(p)}] {
+		if reconciled(p) && deps[client.ObjectKey{Namespace: p.Namespace, Name: controller.RelayName(p)}] {
 			n++
 		}
 	}
