@@ -40,9 +40,9 @@ func testMain(m *testing.M) int {
 	}
 	defer pgSrv.Stop() //nolint:errcheck // test teardown
 	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
+		BinaryAssetsDirectory: filepath.Join("..", "..", "..", "bin", "k8s"),
 	}
 	cfg, err := env.Start()
 	if err != nil {
