@@ -26,6 +26,7 @@ import (
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/buildinfo"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
 
@@ -105,7 +106,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
+	log.Info("starting manager", "version", buildinfo.Version(), "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
 		"databaseMaxConnections", dbMaxConns)
 	return mgr.Start(ctx)
 }
