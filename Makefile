@@ -95,6 +95,10 @@ build: ## Build manager, relayworker, the dev broker and the kubectl-outbox plug
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devbroker ./hack/devbroker
 	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
 
+.PHONY: krew-manifest
+krew-manifest: ## Release archives of the plugin (bin/release/*.tar.gz, linux/darwin x amd64/arm64) and the krew manifest plugins/outbox.yaml; needs VERSION=vX.Y.Z.
+	go run ./hack/krew -version $(VERSION)
+
 .PHONY: run
 run: manifests ## Run the manager against the cluster in ~/.kube/config.
 	go run ./cmd/manager
