@@ -131,6 +131,13 @@ const (
 	SourceLogicalReplication SourceMode = "LogicalReplication"
 )
 
+// LogicalReplication reports whether the workers learn of new events from the WAL
+// (spec.source.mode LogicalReplication); the operator then keeps the pipeline's slot
+// and publication.
+func (s *OutboxPipelineSpec) LogicalReplication() bool {
+	return s.Source.Mode == SourceLogicalReplication
+}
+
 // KafkaTLS configures TLS to the brokers.
 // +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.enabled",message="tls.caSecretRef is set but tls.enabled is false; set enabled: true or remove caSecretRef"
 type KafkaTLS struct {

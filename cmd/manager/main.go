@@ -25,8 +25,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
 	"github.com/outbox-operator/outbox-operator/internal/buildinfo"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
 
@@ -43,7 +43,7 @@ func run() error {
 	var dbMaxConns int
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
-		defImage = controllers.DefaultRelayImage
+		defImage = controller.DefaultRelayImage
 	}
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
@@ -87,7 +87,7 @@ func run() error {
 		// Secrets only the identity is (a metadata watch), their data is read one by
 		// one in the referencing namespace when it changed.
 		Cache:  cacheOptions(namespaces),
-		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
+		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controller.NeverCached()}},
 	})
 	if err != nil {
 		return fmt.Errorf("create manager: %w", err)
@@ -95,11 +95,11 @@ func run() error {
 	ctx := ctrl.SetupSignalHandler()
 	pools := outboxstats.NewPoolsMax(dbMaxConns)
 	defer pools.Close()
-	if err := controllers.SetupAll(ctx, mgr, relayImage, pools); err != nil {
+	if err := controller.SetupAll(ctx, mgr, relayImage, pools); err != nil {
 		return err
 	}
 	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
-	metrics.Registry.MustRegister(controllers.NewResourceCollector(mgr.GetCache()))
+	metrics.Registry.MustRegister(controller.NewResourceCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("add healthz: %w", err)
 	}
@@ -115,7 +115,7 @@ func run() error {
 // none is every namespace): a manager installed for some namespaces then neither lists
 // nor watches the rest of the cluster (its RBAC may still be cluster-wide).
 func cacheOptions(namespaces []string) cache.Options {
-	opts := cache.Options{ByObject: controllers.CacheByObject()}
+	opts := cache.Options{ByObject: controller.CacheByObject()}
 	for _, ns := range namespaces {
 		if opts.DefaultNamespaces == nil {
 			opts.DefaultNamespaces = map[string]cache.Config{}

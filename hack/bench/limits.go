@@ -17,9 +17,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	outboxevent "github.com/outbox-operator/outbox-operator/relayworker/event" // the bench has its own event type
-	"github.com/outbox-operator/outbox-operator/relayworker/publish"
-	"github.com/outbox-operator/outbox-operator/relayworker/store"
+	outboxevent "github.com/outbox-operator/outbox-operator/internal/relayworker/event" // the bench has its own event type
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
 )
 
 type limitResult struct {

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // hungServer is a private server (it gets frozen) with a database of n outbox tables.

@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // operatorConns counts the operator's connections to the database admin is on, by

@@ -7,7 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/outbox-operator/outbox-operator/internal/kubectlplugin"
+	"github.com/outbox-operator/outbox-operator/internal/cmd/plugin"
 )
 
 // `kubectl outbox version` finds the chart's manager Deployment by the labels it
@@ -26,10 +26,10 @@ func TestPluginReadsTheChartsOperatorVersion(t *testing.T) {
 		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(obj.Object, &d); err != nil {
 			t.Fatal(err)
 		}
-		if !labels.SelectorFromSet(labels.Set(kubectlplugin.ManagerLabels)).Matches(labels.Set(d.Labels)) {
-			t.Errorf("%s: the plugin's selector %v does not match the Deployment's labels %v", name, kubectlplugin.ManagerLabels, d.Labels)
+		if !labels.SelectorFromSet(labels.Set(plugin.ManagerLabels)).Matches(labels.Set(d.Labels)) {
+			t.Errorf("%s: the plugin's selector %v does not match the Deployment's labels %v", name, plugin.ManagerLabels, d.Labels)
 		}
-		if got := kubectlplugin.OperatorVersion(d); got != tc.want {
+		if got := plugin.OperatorVersion(d); got != tc.want {
 			t.Errorf("%s: the plugin reads version %q, want %q", name, got, tc.want)
 		}
 	}
