@@ -11,7 +11,7 @@ export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
 # The version every binary reports (internal/buildinfo): the git tag or commit, stamped with -ldflags.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS ?= -X github.com/outbox-operator/outbox-operator/internal/buildinfo.version=$(VERSION)
+VERSION_LDFLAGS := -X github.com/outbox-operator/outbox-operator/internal/buildinfo.version=$(VERSION)
 
 .PHONY: all
 all: build
@@ -90,10 +90,10 @@ bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k
 ##@ Build
 .PHONY: build
 build: ## Build manager, relayworker, the dev broker and the kubectl-outbox plugin into bin/.
-	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/manager ./cmd/manager
-	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/relayworker ./cmd/relayworker
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/relayworker ./cmd/relayworker
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devbroker ./hack/devbroker
-	CGO_ENABLED=0 go build -ldflags '$(LDFLAGS)' -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
 
 .PHONY: krew-manifest
 krew-manifest: ## Release archives of the plugin (bin/release/*.tar.gz, linux/darwin x amd64/arm64) and the krew manifest plugins/outbox.yaml; needs VERSION=vX.Y.Z.
