@@ -18,7 +18,7 @@
 //   - batchhandler.go: BatchHandlerFunc and NewBatchConsumer.
 //   - committer.go: offsets committed after the transactions, many lanes' at once.
 //   - leftovers.go: messages a Run fetched and did not commit, for the next Run.
-//   - message.go: Message, the contract headers, FromKafka.
+//   - message.go: Message, the contract headers, FromKafka (native or CloudEvents).
 //   - errors.go: the error classes (Retryable, Waiting, Permanent) and park codes.
 //   - metrics.go, unhandled.go: the Prometheus collectors, and the oldest fetched
 //     message not yet handled.

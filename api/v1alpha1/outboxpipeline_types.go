@@ -138,6 +138,31 @@ func (s *OutboxPipelineSpec) LogicalReplication() bool {
 	return s.Source.Mode == SourceLogicalReplication
 }
 
+// MessageFormat is the wire format of the relayed messages.
+type MessageFormat string
+
+// Message formats.
+const (
+	MessageNative      MessageFormat = "Native"
+	MessageCloudEvents MessageFormat = "CloudEvents"
+)
+
+// MessageSettings chooses the wire format (docs/architecture.md, "Message contract").
+type MessageSettings struct {
+	// Format of every message: Native writes the contract as the headers event_id,
+	// event_type, event_version, aggregate_type, aggregate_id and aggregate_version.
+	// CloudEvents writes the CloudEvents Kafka protocol binding in binary mode:
+	// ce_specversion=1.0, ce_id (event id), ce_source (/outbox-operator/<namespace>/<name>),
+	// ce_type (event type), ce_time (created_at), ce_subject (aggregate id), content-type,
+	// and the extensions ce_eventversion, ce_aggregatetype and ce_aggregateversion. Key,
+	// value and the row's own headers are the same in both; the inbox library reads
+	// both. Changing it affects only messages published afterwards.
+	// +kubebuilder:validation:Enum=Native;CloudEvents
+	// +kubebuilder:default=Native
+	// +optional
+	Format MessageFormat `json:"format,omitempty"`
+}
+
 // KafkaTLS configures TLS to the brokers.
 // +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.enabled",message="tls.caSecretRef is set but tls.enabled is false; set enabled: true or remove caSecretRef"
 type KafkaTLS struct {
@@ -328,6 +353,11 @@ type OutboxPipelineSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Monitoring MonitoringSettings `json:"monitoring,omitempty"`
+
+	// Message chooses how events look on the wire.
+	// +kubebuilder:default={}
+	// +optional
+	Message MessageSettings `json:"message,omitempty"`
 
 	// Paused scales the relay to zero workers. Events keep accumulating as PENDING and
 	// nothing is lost; they are published when the pipeline is resumed.

@@ -128,7 +128,7 @@ func (s *stack) brokerAlone(tag string, n, writers int) (limitResult, error) {
 		if h, ok := w.headers(e).(string); ok {
 			r.Headers = []byte(h)
 		}
-		if msgs[i], err = publish.Message(&r); err != nil {
+		if msgs[i], err = (publish.Format{}).Message(&r); err != nil {
 			return res, err
 		}
 	}

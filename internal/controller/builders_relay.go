@@ -149,6 +149,7 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 		env(contract.EnvHealthAddr, ":"+strconv.Itoa(healthPort)),
 	)
 	envs = append(envs, sourceModeEnv(p)...)
+	envs = append(envs, messageFormatEnv(p)...)
 	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
 		// The relay runs with a high GOGC; the memory limit makes the collector work
 		// harder near the container's limit instead of letting the pod be OOM-killed.
@@ -157,6 +158,19 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 		}})
 	}
 	return envs
+}
+
+// messageFormatEnv configures the CloudEvents format, with a ce_source naming the
+// pipeline; nothing in the Native format (the worker's default), so upgrading the
+// operator does not roll the pods of existing pipelines.
+func messageFormatEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
+	if p.Spec.Message.Format != outboxv1.MessageCloudEvents {
+		return nil
+	}
+	return []corev1.EnvVar{
+		env(contract.EnvMessageFormat, contract.FormatCloudEvents),
+		env(contract.EnvCloudEventsSource, contract.CloudEventsSourceFor(p.Namespace, p.Name)),
+	}
 }
 
 // sourceModeEnv configures logical-replication mode; nothing in Polling mode (the

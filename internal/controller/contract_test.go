@@ -140,6 +140,35 @@ func TestRelayContainerParsesToTheSpecInLogicalReplicationMode(t *testing.T) {
 	}
 }
 
+// The message format reaches the worker: Native renders nothing (the worker's default),
+// CloudEvents the format and a ce_source naming the pipeline by namespace and name.
+func TestRelayContainerParsesToTheSpecMessageFormat(t *testing.T) {
+	cases := []struct {
+		format       outboxv1.MessageFormat
+		want, source string
+	}{
+		{"", contract.FormatNative, "/outbox-operator/sales/events_out"}, // defaulted to Native
+		{outboxv1.MessageNative, contract.FormatNative, "/outbox-operator/sales/events_out"},
+		{outboxv1.MessageCloudEvents, contract.FormatCloudEvents, "/outbox-operator/shop/orders"},
+	}
+	for _, tc := range cases {
+		p := contractPipeline()
+		p.Spec.Message.Format = tc.format
+		p = p.WithDefaults()
+		c := DesiredDeployment(p, "img:1", "hash").Spec.Template.Spec.Containers[0]
+		cfg, err := config.ParseRelay(c.Args[1:], podEnv(c))
+		if err != nil {
+			t.Fatalf("%q: the worker refuses what the operator renders: %v", tc.format, err)
+		}
+		if cfg.MessageFormat != tc.want || cfg.CloudEventsSource != tc.source {
+			t.Errorf("%q: worker format %s source %s, want %s %s", tc.format, cfg.MessageFormat, cfg.CloudEventsSource, tc.want, tc.source)
+		}
+		if _, set := envMap(c)[contract.EnvMessageFormat]; set != (tc.format == outboxv1.MessageCloudEvents) {
+			t.Errorf("%q: %s rendered %t (Native must leave existing pods unchanged)", tc.format, contract.EnvMessageFormat, set)
+		}
+	}
+}
+
 func TestReplayJobParsesToTheSpec(t *testing.T) {
 	after := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	r := (&outboxv1.DeadLetterReplay{

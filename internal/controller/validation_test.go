@@ -78,6 +78,8 @@ var _ = Describe("CRD validation", func() {
 			"metadata.name must start with a letter"),
 		Entry("unknown source mode", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Mode = "Wal" },
 			`spec.source.mode: Unsupported value: "Wal"`),
+		Entry("unknown message format", func(p *outboxv1.OutboxPipeline) { p.Spec.Message.Format = "CloudEvent" },
+			`spec.message.format: Unsupported value: "CloudEvent"`),
 		Entry("zero CDC hand-over", func(p *outboxv1.OutboxPipeline) { p.Spec.Relay.CDCHandoverAfter = d("0s") },
 			"relay.cdcHandoverAfter must be positive"),
 	)

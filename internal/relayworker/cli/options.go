@@ -53,14 +53,24 @@ func publishOptions(c *config.Relay) publish.Options {
 	}
 }
 
-// relayOptions: the DSN is handed over for the LISTEN connection only.
-func relayOptions(c *config.Relay) relay.Options {
+// relayOptions: the DSN is handed over for the LISTEN connection only; payloadType
+// (the payload column's SQL type) picks the CloudEvents content-type.
+func relayOptions(c *config.Relay, payloadType string) relay.Options {
 	return relay.Options{
 		Table: c.T, DSN: c.DSN, WorkerID: c.WorkerID, BatchSize: c.BatchSize,
 		Lease: c.Lease, PollInterval: c.PollInterval, MaxAttempts: c.MaxAttempts,
 		Backoff:           backoff.Policy{Min: c.MinBackoff, Max: c.MaxBackoff},
 		UnknownTopicGrace: c.UnknownTopicGrace, ShutdownTimeout: c.ShutdownTimeout,
+		Format: messageFormat(c, payloadType),
 	}
+}
+
+// messageFormat is the wire format of cfg for a payload column of payloadType.
+func messageFormat(c *config.Relay, payloadType string) publish.Format {
+	if c.MessageFormat != contract.FormatCloudEvents {
+		return publish.Format{}
+	}
+	return publish.Format{CloudEvents: true, Source: c.CloudEventsSource, ContentType: publish.ContentTypeFor(payloadType)}
 }
 
 func replayOptions(c *config.Replay) replay.Options {

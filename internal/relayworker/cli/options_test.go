@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/config"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
 )
 
 func noEnv(string) (string, bool) { return "", false }
@@ -19,9 +20,10 @@ func TestOptionsCarryEveryFlag(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel := must(config.ParseRelay([]string{"--dsn=d", "--brokers=k:1", "--worker-id=w", "--kafka-tls", "--kafka-tls-ca-file=" + ca,
-		"--kafka-sasl-mechanism=plain", "--kafka-sasl-username=u", "--kafka-sasl-password=pw"}, noEnv))(t)
+		"--kafka-sasl-mechanism=plain", "--kafka-sasl-username=u", "--kafka-sasl-password=pw",
+		"--message-format=cloudevents", "--cloudevents-source=/x"}, noEnv))(t)
 	// Feed is the logical-replication reader itself, not a flag (cdcOptions below).
-	allSet(t, "relay", relayOptions(rel), "StatsInterval", "LeaseMargin", "Rand", "Feed")
+	allSet(t, "relay", relayOptions(rel, "jsonb"), "StatsInterval", "LeaseMargin", "Rand", "Feed")
 	allSet(t, "publish", publishOptions(rel), "BatchTimeout", "WriteTimeout", "MaxMessageBytes")
 	allSet(t, "store", storeOptions(&rel.Common), "HandoverAfter")
 	cdcRel := must(config.ParseRelay([]string{"--dsn=d", "--brokers=k:1", "--source-mode=logical-replication",
@@ -36,6 +38,33 @@ func TestOptionsCarryEveryFlag(t *testing.T) {
 	allSet(t, "replay", replayOptions(rep), "PollEvery")
 	arc := must(config.ParseArchive([]string{"--dsn=d", "--consumer-log-retention=2h", "--policy=ns/p"}, noEnv))(t)
 	allSet(t, "archive", archiveOptions(arc))
+}
+
+// The message format reaches the relay: native by default, CloudEvents with the given
+// or derived ce_source and the payload column's content-type.
+func TestMessageFormatOptions(t *testing.T) {
+	cases := []struct {
+		args    []string
+		payload string
+		want    publish.Format
+	}{
+		{nil, "jsonb", publish.Format{}},
+		{[]string{"--message-format=cloudevents"}, "jsonb",
+			publish.Format{CloudEvents: true, Source: "/outbox-operator/public/outbox_event", ContentType: "application/json"}},
+		{[]string{"--message-format=cloudevents", "--cloudevents-source=/outbox-operator/shop/orders"}, "bytea",
+			publish.Format{CloudEvents: true, Source: "/outbox-operator/shop/orders"}},
+		{[]string{"--message-format=cloudevents", "--schema=shop", "--table=orders_outbox"}, "text",
+			publish.Format{CloudEvents: true, Source: "/outbox-operator/shop/orders_outbox", ContentType: "text/plain; charset=utf-8"}},
+	}
+	for _, c := range cases {
+		rel := must(config.ParseRelay(append([]string{"--dsn=d", "--brokers=k:1"}, c.args...), noEnv))(t)
+		if got := relayOptions(rel, c.payload).Format; got != c.want {
+			t.Errorf("%v %s: %+v, want %+v", c.args, c.payload, got, c.want)
+		}
+	}
+	if _, err := config.ParseRelay([]string{"--dsn=d", "--brokers=k:1", "--message-format=CloudEvent"}, noEnv); err == nil {
+		t.Error("--message-format=CloudEvent accepted")
+	}
 }
 
 func must[T any](v T, err error) func(*testing.T) T {

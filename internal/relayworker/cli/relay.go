@@ -44,7 +44,8 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 		return err
 	}
 	defer db.Close()
-	if err := checkRelayTable(ctx, db, cfg.T); err != nil {
+	payloadType, err := checkRelayTable(ctx, db, cfg.T)
+	if err != nil {
 		return err
 	}
 	st, err := store.New(ctx, db, relayStoreOptions(cfg))
@@ -66,7 +67,7 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}
 	defer stopEndpoints()
 
-	opts := relayOptions(cfg)
+	opts := relayOptions(cfg, payloadType)
 	if cfg.SourceMode == contract.SourceLogicalReplication {
 		feed, closeFeed, err := newFeed(ctx, cfg, m, log)
 		if err != nil {
@@ -76,7 +77,7 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 		opts.Feed = feed // r.Run runs it, and stops it before closeFeed
 	}
 	r := relay.New(opts, db, st, pub, m, h, log)
-	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode)
+	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode, "format", cfg.MessageFormat)
 	if err := r.Run(ctx); err != nil {
 		return err
 	}
@@ -118,21 +119,22 @@ func replicationNames(ctx context.Context, db *sql.DB, cfg *config.Relay) error 
 
 // checkRelayTable refuses, with one clear error, what the relay cannot work on: a hot
 // standby, a table migrate has not created or completed, a payload type it cannot send.
-func checkRelayTable(ctx context.Context, db *sql.DB, t pgident.Table) error {
+// It returns the payload column's type.
+func checkRelayTable(ctx context.Context, db *sql.DB, t pgident.Table) (string, error) {
 	if err := store.CheckPrimary(ctx, db); err != nil {
-		return err
+		return "", err
 	}
 	if err := schema.Verify(ctx, db, t); err != nil {
-		return err
+		return "", err
 	}
 	typ, err := store.PayloadType(ctx, db, t)
 	if err != nil {
-		return err
+		return "", err
 	}
 	if typ != "jsonb" && typ != "bytea" && typ != "json" && typ != "text" {
-		return fmt.Errorf("outbox table %s: payload column type %s is not supported (jsonb or bytea)", t, typ)
+		return "", fmt.Errorf("outbox table %s: payload column type %s is not supported (jsonb or bytea)", t, typ)
 	}
-	return nil
+	return typ, nil
 }
 
 // closePublisher closes the Writer, which waits for kafka-go's in-flight batches;

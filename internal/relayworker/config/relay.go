@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -47,6 +48,13 @@ type Relay struct {
 	CDCHeartbeat  time.Duration
 	CreateSlot    bool
 
+	// MessageFormat is contract.FormatNative or contract.FormatCloudEvents
+	// (docs/architecture.md, "Message contract").
+	MessageFormat string
+	// CloudEventsSource is ce_source in the CloudEvents format; empty: derived from
+	// schema and table (CloudEventsSourceFor).
+	CloudEventsSource string
+
 	brokersRaw string
 }
 
@@ -76,6 +84,8 @@ func bindRelay(b *binder, r *Relay) {
 	b.str(&r.Publication, "publication", contract.EnvPublication, "", "publication of the outbox table's inserts (default: the slot's name)")
 	b.duration(&r.HandoverAfter, "cdc-handover-after", contract.EnvHandoverAfter, contract.DefaultHandoverAfter, "logical-replication mode: age after which polling claims a PENDING row")
 	b.duration(&r.CDCHeartbeat, "cdc-heartbeat", contract.EnvCDCHeartbeat, contract.DefaultCDCHeartbeat, "logical-replication mode: how often an idle reader moves its slot")
+	b.str(&r.MessageFormat, "message-format", contract.EnvMessageFormat, contract.FormatNative, "wire format of the messages: native or cloudevents")
+	b.str(&r.CloudEventsSource, "cloudevents-source", contract.EnvCloudEventsSource, "", "cloudevents format: ce_source (default /outbox-operator/<schema>/<table>)")
 	b.boolean(&r.CreateSlot, "cdc-create-slot", contract.EnvCreateSlot, true, "logical-replication mode: make the slot and publication when missing (the operator sets false: it makes them)")
 }
 
@@ -127,6 +137,9 @@ func (r *Relay) validate() error {
 	}
 	r.Brokers = brokers
 	if err := r.validateSource(); err != nil {
+		return err
+	}
+	if err := r.validateFormat(); err != nil {
 		return err
 	}
 	switch {
@@ -193,6 +206,24 @@ func (r *Relay) validateSource() error {
 		return fmt.Errorf("--cdc-handover-after (%s) %s must be positive", contract.EnvHandoverAfter, r.HandoverAfter)
 	case r.CDCHeartbeat <= 0:
 		return fmt.Errorf("--cdc-heartbeat (%s) %s must be positive", contract.EnvCDCHeartbeat, r.CDCHeartbeat)
+	}
+	return nil
+}
+
+// validateFormat checks the message format and fills in the default ce_source.
+func (r *Relay) validateFormat() error {
+	switch r.MessageFormat {
+	case contract.FormatNative, contract.FormatCloudEvents:
+	default:
+		return fmt.Errorf("--message-format (%s) %q must be %s or %s", contract.EnvMessageFormat, r.MessageFormat,
+			contract.FormatNative, contract.FormatCloudEvents)
+	}
+	if r.CloudEventsSource == "" {
+		r.CloudEventsSource = contract.CloudEventsSourceFor(r.T.Schema, r.T.Name)
+		return nil
+	}
+	if _, err := url.Parse(r.CloudEventsSource); err != nil || strings.TrimSpace(r.CloudEventsSource) != r.CloudEventsSource {
+		return fmt.Errorf("--cloudevents-source (%s) %q is not a URI reference", contract.EnvCloudEventsSource, r.CloudEventsSource)
 	}
 	return nil
 }

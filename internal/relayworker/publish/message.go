@@ -34,10 +34,24 @@ type BadEventError struct {
 
 func (e *BadEventError) Error() string { return e.Code + ": " + e.Msg }
 
+// Format says how the relay writes the message contract onto a record
+// (docs/architecture.md, "Message contract"). The zero value is the native format.
+type Format struct {
+	// CloudEvents selects the CloudEvents Kafka binding in binary mode (cloudevents.go)
+	// instead of the native headers.
+	CloudEvents bool
+	// Source is ce_source, a URI reference naming the pipeline (CloudEvents only).
+	Source string
+	// ContentType is the content-type header (CloudEvents only; ContentTypeFor the
+	// payload column); empty: none.
+	ContentType string
+}
+
 // Message maps a claimed row to a Kafka message: topic = destination, key =
-// message_key, value = payload bytes, headers = the contract headers plus every pair
-// of the headers column (an object of strings; contract headers cannot be overridden).
-func Message(r *event.Row) (kafka.Message, error) {
+// message_key, value = payload bytes, headers = the format's contract headers plus
+// every pair of the headers column (an object of strings; contract headers cannot be
+// overridden).
+func (f Format) Message(r *event.Row) (kafka.Message, error) {
 	if strings.TrimSpace(r.Destination) == "" {
 		return kafka.Message{}, &BadEventError{CodeEmptyDestination, "destination (topic) is empty"}
 	}
@@ -47,16 +61,15 @@ func Message(r *event.Row) (kafka.Message, error) {
 	if r.Payload == nil {
 		return kafka.Message{}, &BadEventError{CodeInvalidPayload, "payload is NULL"}
 	}
-	hdrs := []kafka.Header{
-		{Key: schema.HeaderEventID, Value: []byte(r.EventID)},
-		{Key: schema.HeaderEventType, Value: []byte(r.EventType)},
-		{Key: schema.HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
-		{Key: schema.HeaderAggregateType, Value: []byte(r.AggregateType)},
-		{Key: schema.HeaderAggregateID, Value: []byte(r.AggregateID)},
-		{Key: schema.HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
+	hdrs, isReserved := nativeHeaders(r), reservedNative
+	if f.CloudEvents {
+		if r.EventType == "" {
+			return kafka.Message{}, &BadEventError{CodeInvalidHeaders, "event_type is empty (CloudEvents requires ce_type)"}
+		}
+		hdrs, isReserved = f.ceHeaders(r), f.ceReservedHeader
 	}
 	if len(r.Headers) > 0 && string(r.Headers) != "null" {
-		extra, err := parseHeaders(r.Headers)
+		extra, err := parseHeaders(r.Headers, isReserved)
 		if err != nil {
 			return kafka.Message{}, &BadEventError{CodeInvalidHeaders, err.Error()}
 		}
@@ -66,6 +79,20 @@ func Message(r *event.Row) (kafka.Message, error) {
 	}
 	return kafka.Message{Topic: r.Destination, Key: []byte(r.MessageKey), Value: r.Payload, Headers: hdrs}, nil
 }
+
+// nativeHeaders are the native format's contract headers of r.
+func nativeHeaders(r *event.Row) []kafka.Header {
+	return []kafka.Header{
+		{Key: schema.HeaderEventID, Value: []byte(r.EventID)},
+		{Key: schema.HeaderEventType, Value: []byte(r.EventType)},
+		{Key: schema.HeaderEventVersion, Value: []byte(strconv.Itoa(r.EventVersion))},
+		{Key: schema.HeaderAggregateType, Value: []byte(r.AggregateType)},
+		{Key: schema.HeaderAggregateID, Value: []byte(r.AggregateID)},
+		{Key: schema.HeaderAggregateVersion, Value: []byte(strconv.FormatInt(r.AggregateVersion, 10))},
+	}
+}
+
+func reservedNative(k string) bool { return reserved[k] }
 
 // reserved are the contract headers (docs/architecture.md, "Message contract"): a
 // row's headers column cannot override them.
@@ -78,8 +105,8 @@ var reserved = func() map[string]bool {
 }()
 
 // parseHeaders accepts only a JSON object whose values are all strings, and returns
-// the pairs in a deterministic (document) order.
-func parseHeaders(raw []byte) ([][2]string, error) {
+// the pairs in a deterministic (document) order; a name isReserved is refused.
+func parseHeaders(raw []byte, isReserved func(string) bool) ([][2]string, error) {
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	tok, err := dec.Token()
 	if err != nil {
@@ -106,7 +133,7 @@ func parseHeaders(raw []byte) ([][2]string, error) {
 		if k == "" {
 			return nil, errors.New("header with an empty name")
 		}
-		if reserved[k] {
+		if isReserved(k) {
 			return nil, fmt.Errorf("header %q is reserved for the relay's contract headers", k)
 		}
 		out = append(out, [2]string{k, v})

@@ -119,7 +119,7 @@ func TestWriterIsDurableAndKeyed(t *testing.T) {
 func TestMessageMapping(t *testing.T) {
 	row := &event.Row{EventID: "e", AggregateType: "order", AggregateID: "o", AggregateVersion: 3, EventType: "paid",
 		EventVersion: 2, Destination: "orders", MessageKey: "k", Payload: []byte(`{"a": 1}`), Headers: []byte(`{"x": "1", "y": "2"}`)}
-	m, err := Message(row)
+	m, err := Format{}.Message(row)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestMessageMapping(t *testing.T) {
 	for i, b := range bad {
 		r := *row
 		b.mut(&r)
-		_, err := Message(&r)
+		_, err := Format{}.Message(&r)
 		var be *BadEventError
 		if !errors.As(err, &be) || be.Code != b.code {
 			t.Errorf("case %d: %v, want %s", i, err, b.code)
@@ -160,7 +160,7 @@ func TestMessageMapping(t *testing.T) {
 	}
 	r := *row
 	r.Headers = []byte("null")
-	if _, err := Message(&r); err != nil {
+	if _, err := (Format{}).Message(&r); err != nil {
 		t.Errorf("JSON null headers: %v", err)
 	}
 }

@@ -42,7 +42,7 @@ func (r *Relay) process(work context.Context, rows []event.Row, deadline time.Ti
 	for _, i := range held {
 		out.release = append(out.release, rows[i].EventID)
 	}
-	msgs, idx := messages(rows, now, &out)
+	msgs, idx := messages(r.cfg.Format, rows, now, &out)
 	if len(msgs) == 0 {
 		return out
 	}
@@ -77,15 +77,15 @@ func (r *Relay) newOutcome(rows []event.Row) outcome {
 	return out
 }
 
-// messages maps rows[now...] to Kafka messages; idx[k] is the row of msgs[k]. A row
+// messages maps rows[now...] to Kafka messages in format f; idx[k] is the row of msgs[k]. A row
 // whose data cannot become a message (bad headers, no destination, ...) goes DEAD
 // without anything being sent, and does not hold back its successors.
-func messages(rows []event.Row, now []int, out *outcome) (msgs []kafka.Message, idx []int) {
+func messages(f publish.Format, rows []event.Row, now []int, out *outcome) (msgs []kafka.Message, idx []int) {
 	msgs = make([]kafka.Message, 0, len(now))
 	idx = make([]int, 0, len(now))
 	for _, i := range now {
 		row := &rows[i]
-		msg, err := publish.Message(row)
+		msg, err := f.Message(row)
 		if err != nil {
 			var bad *publish.BadEventError
 			if errors.As(err, &bad) {

@@ -57,6 +57,8 @@ type Options struct {
 	// store then claims PENDING rows only after the hand-over age
 	// (store.Options.HandoverAfter).
 	Feed Feed
+	// Format is the wire format of the messages (the zero value: native headers).
+	Format publish.Format
 }
 
 // Feed is the source of newly inserted rows in logical-replication mode.

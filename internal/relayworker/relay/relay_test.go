@@ -72,6 +72,7 @@ type opts struct {
 	noListen    bool
 	probe       func(context.Context) (bool, error)
 	brokers     []string
+	format      publish.Format // zero: native
 }
 
 func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker {
@@ -127,6 +128,7 @@ func newWorker(t *testing.T, dsn string, db *sql.DB, id string, o opts) *worker 
 		Lease: o.lease, PollInterval: o.poll, MaxAttempts: o.maxAttempts,
 		Backoff:           backoff.Policy{Min: o.minBackoff, Max: o.maxBackoff},
 		UnknownTopicGrace: o.grace, ShutdownTimeout: 5 * time.Second, StatsInterval: 100 * time.Millisecond,
+		Format: o.format,
 	}, db, st, pub, m, h, log)
 	if o.probe != nil {
 		r.SetPrimaryProbe(o.probe)
