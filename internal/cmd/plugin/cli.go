@@ -29,6 +29,7 @@ Commands:
   trace --aggregate T/ID the outbox rows of one aggregate, in version order
   replay                 create a DeadLetterReplay of a pipeline's DEAD events or a consumer
                          group's parked messages (a server-side dry run unless --confirm)
+  version                the plugin's version and the operator's (--client: the plugin's only)
 
 Run "kubectl outbox COMMAND --help" for a command's flags.
 `
@@ -102,6 +103,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return usagef("%v (see kubectl outbox %s --help)", err, args[0])
 	}
+	if v, ok := cmd.(*versionCmd); ok {
+		return v.runWith(ctx, kf.session, fs.Args()) // prints the plugin's version before connecting
+	}
 	s, err := kf.session()
 	if err != nil {
 		return err
@@ -117,8 +121,10 @@ func lookup(name string, stdout, stderr io.Writer) (command, string, error) {
 		return &traceCmd{out: stdout, warn: stderr}, "trace EVENT_ID | --aggregate TYPE/ID [--pipeline NAME] [--consumer-db SECRET/KEY ...]", nil
 	case "replay":
 		return &replayCmd{out: stdout}, "replay (--pipeline NAME [--dry-run=false] | --consumer-group GROUP --consumer-db SECRET/KEY [--consumer-schema S] [--limit N]) --reason TEXT SELECTOR-FLAGS [--confirm [--follow]]", nil
+	case "version":
+		return &versionCmd{out: stdout}, "version [--client]", nil
 	}
-	return nil, "", usagef("unknown command %q; the commands are status, trace and replay", name)
+	return nil, "", usagef("unknown command %q; the commands are status, trace, replay and version", name)
 }
 
 // quietLibraries keeps library logging out of the output: controller-runtime would
