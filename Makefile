@@ -87,6 +87,10 @@ bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k
 	go run ./hack/bench -runs drain -peers relay -events 1000000
 	go run ./hack/bench -runs drain -peers relay -history 1000000
 
+.PHONY: bench-operator
+bench-operator: postgres envtest ## Black-box benchmark of one manager with 50 and 500 pipelines on one database (kube-apiserver + etcd, RBAC user, leader election): reconcile time, idle API requests, CPU, memory, connections; prints a table.
+	go run ./hack/bench-operator $(BENCH_OPERATOR_ARGS)
+
 ##@ Build
 .PHONY: build
 build: ## Build manager, relayworker, the dev broker and the kubectl-outbox plugin into bin/.

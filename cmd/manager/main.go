@@ -38,26 +38,36 @@ func main() {
 }
 
 func run() error {
-	var metricsAddr, probeAddr, relayImage, leaderNS, watchNS string
+	var metricsAddr, probeAddr, pprofAddr, relayImage, leaderNS, watchNS string
 	var leaderElect bool
-	var dbMaxConns int
+	var dbMaxConns, kubeBurst, maxReconciles int
+	var kubeQPS float64
 	defImage := os.Getenv("RELAY_IMAGE")
 	if defImage == "" {
 		defImage = controller.DefaultRelayImage
 	}
 	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
 	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
+	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints, for profiling (\"0\", the default, disables them)")
 	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
 	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces whose resources the manager reconciles (default: all)")
 	flag.StringVar(&relayImage, "relay-image", defImage, "default relay worker image (env RELAY_IMAGE); an OutboxPipeline's spec.image overrides it")
 	flag.IntVar(&dbMaxConns, "database-max-connections", outboxstats.DefaultMaxConns,
 		"connections the manager opens to one database at most, shared by every pipeline, replay and retention policy on it (at least 1)")
+	flag.Float64Var(&kubeQPS, "kube-api-qps", 0,
+		"API requests per second the manager sends at most; 0 (the default) sets no client-side limit and leaves the pacing to the API server's priority and fairness")
+	flag.IntVar(&kubeBurst, "kube-api-burst", 0, "API requests the manager may send at once above --kube-api-qps (0: twice --kube-api-qps)")
+	flag.IntVar(&maxReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles,
+		"OutboxPipelines reconciled at the same time (at least 1)")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	if dbMaxConns < 1 {
 		return fmt.Errorf("--database-max-connections=%d: must be at least 1", dbMaxConns)
+	}
+	if maxReconciles < 1 {
+		return fmt.Errorf("--max-concurrent-reconciles=%d: must be at least 1", maxReconciles)
 	}
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	log := ctrl.Log.WithName("setup")
@@ -74,10 +84,14 @@ func run() error {
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
+	if err := applyRateLimit(cfg, kubeQPS, kubeBurst); err != nil {
+		return err
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
 		HealthProbeBindAddress:  probeAddr,
+		PprofBindAddress:        pprofAddr,
 		LeaderElection:          leaderElect,
 		LeaderElectionID:        "outbox-operator.outbox.dev",
 		LeaderElectionNamespace: leaderNS,
@@ -95,7 +109,7 @@ func run() error {
 	ctx := ctrl.SetupSignalHandler()
 	pools := outboxstats.NewPoolsMax(dbMaxConns)
 	defer pools.Close()
-	if err := controller.SetupAll(ctx, mgr, relayImage, pools); err != nil {
+	if err := controller.SetupAll(ctx, mgr, relayImage, pools, controller.WithMaxConcurrentReconciles(maxReconciles)); err != nil {
 		return err
 	}
 	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
@@ -107,7 +121,7 @@ func run() error {
 		return fmt.Errorf("add readyz: %w", err)
 	}
 	log.Info("starting manager", "version", buildinfo.Version(), "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
-		"databaseMaxConnections", dbMaxConns)
+		"databaseMaxConnections", dbMaxConns, "maxConcurrentReconciles", maxReconciles, "kubeAPIQPS", cfg.QPS, "kubeAPIBurst", cfg.Burst)
 	return mgr.Start(ctx)
 }
 

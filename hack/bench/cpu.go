@@ -8,12 +8,11 @@ import (
 	"database/sql"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-)
 
-const clockTicks = 100 // USER_HZ on Linux
+	"github.com/outbox-operator/outbox-operator/internal/testenv/procstat"
+)
 
 // cpuSample is CPU seconds by component; postgres processes are also kept one by
 // one ("pg/<pid>"), so since counts only the CPU of processes alive at the end (an
@@ -22,27 +21,6 @@ const clockTicks = 100 // USER_HZ on Linux
 type cpuSample map[string]float64
 
 const pgPrefix = "pg/"
-
-func procCPU(stat string) (comm string, ppid int, secs float64, ok bool) {
-	b, err := os.ReadFile(stat)
-	if err != nil {
-		return "", 0, 0, false
-	}
-	s := string(b)
-	open, closeP := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closeP < open {
-		return "", 0, 0, false
-	}
-	comm = s[open+1 : closeP]
-	f := strings.Fields(s[closeP+2:])
-	if len(f) < 13 {
-		return "", 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return comm, ppid, (ut + st) / clockTicks, true
-}
 
 // sampleCPU attributes every live process: this stack's postgres processes (the
 // postmaster and its children: the machine may run other servers), the others by pid.
@@ -57,18 +35,12 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 	for _, w := range workers {
 		pids[w.cmd.Process.Pid] = "workers"
 	}
-	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range paths {
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		comm, ppid, secs, ok := procCPU(p)
-		if !ok {
-			continue
-		}
+	for _, p := range procstat.All() {
 		switch {
-		case pids[pid] != "":
-			out[pids[pid]] += secs
-		case comm == "postgres" && (pid == s.postmaster || ppid == s.postmaster):
-			out[pgPrefix+strconv.Itoa(pid)] = secs
+		case pids[p.PID] != "":
+			out[pids[p.PID]] += p.CPUSeconds
+		case p.Comm == "postgres" && (p.PID == s.postmaster || p.PPID == s.postmaster):
+			out[pgPrefix+strconv.Itoa(p.PID)] = p.CPUSeconds
 		}
 	}
 	return out
@@ -92,9 +64,9 @@ func postmasterPID(db interface{ QueryRow(string, ...any) *sql.Row }) (int, erro
 	if err := db.QueryRow(`SELECT pg_backend_pid()`).Scan(&backend); err != nil {
 		return 0, err
 	}
-	_, ppid, _, ok := procCPU("/proc/" + strconv.Itoa(backend) + "/stat")
-	if !ok {
-		return 0, fmt.Errorf("read /proc/%d/stat of the harness's backend", backend)
+	st, err := procstat.Read(backend)
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat of the harness's backend: %w", backend, err)
 	}
-	return ppid, nil
+	return st.PPID, nil
 }

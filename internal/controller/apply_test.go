@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -77,4 +79,31 @@ func testScheme(t *testing.T) *runtime.Scheme {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// copyObject leaves dst holding src, status included, with nothing shared: of one Go
+// type directly, of two (a typed and an unstructured object) through content.
+func TestCopyObject(t *testing.T) {
+	p := testPipeline()
+	live := DesiredDeployment(p, "img:1", "h")
+	live.ResourceVersion, live.Status.ReadyReplicas = "42", 2
+	dst := DesiredDeployment(p, "img:2", "other")
+	if err := copyObject(live, dst); err != nil {
+		t.Fatal(err)
+	}
+	if !equality.Semantic.DeepEqual(dst, live) {
+		t.Fatalf("typed copy differs:\n%+v\nwant\n%+v", dst, live)
+	}
+	dst.Spec.Template.Spec.Containers[0].Image = "changed"
+	if live.Spec.Template.Spec.Containers[0].Image != "img:1" {
+		t.Fatal("the copy shares the container list with its source")
+	}
+	live.APIVersion, live.Kind = "apps/v1", "Deployment" // unstructured content needs them
+	u := &unstructured.Unstructured{}
+	if err := copyObject(live, u); err != nil {
+		t.Fatal(err)
+	}
+	if u.GetResourceVersion() != "42" || u.Object["status"].(map[string]any)["readyReplicas"] != int64(2) {
+		t.Fatalf("copy into unstructured: %v", u.Object)
+	}
 }

@@ -35,15 +35,20 @@ func DesiredServiceAccount(p *outboxv1.OutboxPipeline) *corev1.ServiceAccount {
 	}
 }
 
-// DesiredService exposes the workers' /metrics for Prometheus.
+// DesiredService exposes the workers' /metrics for Prometheus. It is headless: a
+// ServiceMonitor scrapes the endpoints behind it, never a virtual IP, and a cluster
+// IP per pipeline would take one address of the cluster's Service range each (a /24,
+// as envtest and small clusters have, is full after 253 pipelines, and the Service
+// of the 254th is refused) and a set of kube-proxy rules on every node.
 func DesiredService(p *outboxv1.OutboxPipeline) *corev1.Service {
 	return &corev1.Service{
 		ObjectMeta: metav1.ObjectMeta{
 			Name: RelayName(p), Namespace: p.Namespace, Labels: relayLabels(p),
 		},
 		Spec: corev1.ServiceSpec{
-			Type:     corev1.ServiceTypeClusterIP,
-			Selector: workerSelector(p),
+			Type:      corev1.ServiceTypeClusterIP,
+			ClusterIP: corev1.ClusterIPNone,
+			Selector:  workerSelector(p),
 			Ports: []corev1.ServicePort{{
 				Name: "metrics", Port: metricsPort, Protocol: corev1.ProtocolTCP,
 				TargetPort: intstr.FromString("metrics"),

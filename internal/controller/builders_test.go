@@ -218,7 +218,7 @@ func TestServicePDBServiceAccount(t *testing.T) {
 		t.Error("service account")
 	}
 	svc := DesiredService(p)
-	if svc.Spec.Ports[0].Port != 8080 || svc.Spec.Selector[LabelInstance] != "orders" {
+	if svc.Spec.Ports[0].Port != 8080 || svc.Spec.Selector[LabelInstance] != "orders" || svc.Spec.ClusterIP != corev1.ClusterIPNone {
 		t.Errorf("service %+v", svc.Spec)
 	}
 	pdb := DesiredPDB(p)

@@ -126,6 +126,33 @@ var _ = Describe("OutboxPipeline children (server-side apply)", func() {
 		}).Should(Succeed())
 	})
 
+	It("replaces a metrics Service an earlier operator version made with a cluster IP by a headless one", func() {
+		ns := newNamespace()
+		dsn, _, _ := migratedDB()
+		p := newPipeline(ns, "addr", "db")
+		Expect(k8sClient.Create(suiteCtx, p)).To(Succeed())
+		Eventually(getPipeline(ns, "addr")).Should(
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonSecretNotFound)))
+
+		By("the Service as the operator applied it before: type ClusterIP, an address allocated")
+		old := DesiredService(p.WithDefaults())
+		old.Spec.ClusterIP = ""
+		Expect(controllerutil.SetControllerReference(p, old, scheme)).To(Succeed())
+		Expect(k8sClient.Create(suiteCtx, old, client.FieldOwner(FieldOwner))).To(Succeed())
+		Expect(old.Spec.ClusterIP).NotTo(BeElementOf("", corev1.ClusterIPNone))
+
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Eventually(func(g Gomega) {
+			var cur corev1.Service
+			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKeyFromObject(old), &cur)).To(Succeed())
+			g.Expect(cur.UID).NotTo(Equal(old.UID))
+			g.Expect(cur.Spec.ClusterIP).To(Equal(corev1.ClusterIPNone))
+			g.Expect(cur.Spec.Ports).To(ConsistOf(HaveField("Name", "metrics")))
+		}).Should(Succeed())
+		Eventually(getPipeline(ns, "addr")).Should(
+			WithTransform(conditionOf(outboxv1.ConditionDegraded), Equal("False/"+outboxv1.ReasonHealthy)))
+	})
+
 	It("does not take over a same-named object it does not control", func() {
 		ns := newNamespace()
 		dsn, _, _ := migratedDB()

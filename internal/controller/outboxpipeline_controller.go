@@ -30,6 +30,10 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
+// DefaultMaxConcurrentReconciles is how many OutboxPipelines are reconciled at the same
+// time unless --max-concurrent-reconciles says otherwise.
+const DefaultMaxConcurrentReconciles = 4
+
 // OutboxPipelineReconciler turns an OutboxPipeline into a relay Deployment (plus its
 // ServiceAccount, metrics Service and PodDisruptionBudget) and reports the outbox
 // table's lag and dead counts in the status.
@@ -42,7 +46,7 @@ type OutboxPipelineReconciler struct {
 	Recorder   events.EventRecorder
 	RelayImage string
 	Pools      *outboxstats.Pools
-	// MaxConcurrentReconciles defaults to 4.
+	// MaxConcurrentReconciles defaults to DefaultMaxConcurrentReconciles.
 	MaxConcurrentReconciles int
 	// Now is time.Now unless a test replaces it.
 	Now func() time.Time
@@ -61,7 +65,8 @@ type OutboxPipelineReconciler struct {
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=outbox.dev,resources=outboxpipelines/finalizers,verbs=update
 // +kubebuilder:rbac:groups=apps,resources=deployments,verbs=get;list;watch;create;patch;delete
-// +kubebuilder:rbac:groups="",resources=services;serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=serviceaccounts,verbs=get;list;watch;create;patch
+// +kubebuilder:rbac:groups="",resources=services,verbs=get;list;watch;create;patch;delete
 // +kubebuilder:rbac:groups=policy,resources=poddisruptionbudgets,verbs=get;list;watch;create;patch
 // The Secret watch is of metadata only, but list and watch grant the whole objects:
 // docs/operations.md ("RBAC and Secrets").
@@ -234,7 +239,7 @@ func (r *OutboxPipelineReconciler) SetupWithManager(ctx context.Context, mgr ctr
 	}
 	n := r.MaxConcurrentReconciles
 	if n <= 0 {
-		n = 4
+		n = DefaultMaxConcurrentReconciles
 	}
 	if err := indexSecretRefs(ctx, mgr); err != nil {
 		return err

@@ -57,6 +57,12 @@ func WithSlotReplacedFor(d time.Duration) Option {
 	return func(r *OutboxPipelineReconciler) { r.SlotReplacedFor = d }
 }
 
+// WithMaxConcurrentReconciles sets how many OutboxPipelines are reconciled at the same
+// time (DefaultMaxConcurrentReconciles otherwise).
+func WithMaxConcurrentReconciles(n int) Option {
+	return func(r *OutboxPipelineReconciler) { r.MaxConcurrentReconciles = n }
+}
+
 // SetupAll registers the three reconcilers with mgr. relayImage is the default relay
 // image (RELAY_IMAGE); pools are shared so one database has one bounded pool.
 func SetupAll(ctx context.Context, mgr ctrl.Manager, relayImage string, pools *outboxstats.Pools, opts ...Option) error {

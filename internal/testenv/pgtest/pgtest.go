@@ -45,6 +45,10 @@ type Options struct {
 	// HBA are pg_hba.conf lines appended after initdb's own (which trust loopback
 	// only), e.g. "host all all 10.201.0.0/24 scram-sha-256" for pods.
 	HBA []string
+	// HBAFirst are pg_hba.conf lines put before initdb's own, where they win (the
+	// first matching line decides), e.g. "host all app 127.0.0.1/32 scram-sha-256"
+	// so that role logs in with a password on loopback while the others are trusted.
+	HBAFirst []string
 }
 
 // LogicalReplication are the settings a server needs for logical replication
@@ -468,18 +472,32 @@ func (s *Server) initdb() error {
 	if err != nil {
 		return fmt.Errorf("pgtest: initdb: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	if len(s.opts.HBA) == 0 {
+	return s.writeHBA()
+}
+
+// writeHBA puts Options.HBAFirst before and Options.HBA after initdb's pg_hba.conf.
+func (s *Server) writeHBA() error {
+	if len(s.opts.HBA) == 0 && len(s.opts.HBAFirst) == 0 {
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(s.dataDir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	name := filepath.Join(s.dataDir, "pg_hba.conf")
+	initdbs, err := os.ReadFile(name)
 	if err != nil {
 		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
 	}
-	_, err = f.WriteString(strings.Join(s.opts.HBA, "\n") + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	var b strings.Builder
+	for _, l := range s.opts.HBAFirst {
+		b.WriteString(l + "\n")
 	}
-	return err
+	b.Write(initdbs)
+	for _, l := range s.opts.HBA {
+		b.WriteString(l + "\n")
+	}
+	// WriteFile keeps the file's owner (the server's user when run as root) and mode.
+	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
+	}
+	return nil
 }
 
 // dropRootPrivileges: initdb and postgres refuse to run as root, so when the tests run
