@@ -16,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -31,98 +32,75 @@ import (
 )
 
 func main() {
-	if err := run(); err != nil {
+	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "manager:", err)
 		os.Exit(1)
 	}
 }
 
-func run() error {
-	var metricsAddr, probeAddr, pprofAddr, relayImage, leaderNS, watchNS string
-	var leaderElect bool
-	var dbMaxConns, kubeBurst, maxReconciles int
-	var kubeQPS float64
-	defImage := os.Getenv("RELAY_IMAGE")
-	if defImage == "" {
-		defImage = controller.DefaultRelayImage
-	}
-	flag.StringVar(&metricsAddr, "metrics-bind-address", ":8080", "address of the Prometheus /metrics endpoint (\"0\" disables it)")
-	flag.StringVar(&probeAddr, "health-probe-bind-address", ":8081", "address of /healthz and /readyz")
-	flag.StringVar(&pprofAddr, "pprof-bind-address", "0", "address of Go's /debug/pprof endpoints, for profiling (\"0\", the default, disables them)")
-	flag.BoolVar(&leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
-	flag.StringVar(&leaderNS, "leader-election-namespace", "", "namespace of the leader-election Lease (default: the pod's namespace)")
-	flag.StringVar(&watchNS, "watch-namespaces", "", "comma-separated namespaces whose resources the manager reconciles (default: all)")
-	flag.StringVar(&relayImage, "relay-image", defImage, "default relay worker image (env RELAY_IMAGE); an OutboxPipeline's spec.image overrides it")
-	flag.IntVar(&dbMaxConns, "database-max-connections", outboxstats.DefaultMaxConns,
-		"connections the manager opens to one database at most, shared by every pipeline, replay and retention policy on it (at least 1)")
-	flag.Float64Var(&kubeQPS, "kube-api-qps", 0,
-		"API requests per second the manager sends at most; 0 (the default) sets no client-side limit and leaves the pacing to the API server's priority and fairness")
-	flag.IntVar(&kubeBurst, "kube-api-burst", 0, "API requests the manager may send at once above --kube-api-qps (0: twice --kube-api-qps)")
-	flag.IntVar(&maxReconciles, "max-concurrent-reconciles", controller.DefaultMaxConcurrentReconciles,
-		"OutboxPipelines reconciled at the same time (at least 1)")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
-	flag.Parse()
-	if dbMaxConns < 1 {
-		return fmt.Errorf("--database-max-connections=%d: must be at least 1", dbMaxConns)
-	}
-	if maxReconciles < 1 {
-		return fmt.Errorf("--max-concurrent-reconciles=%d: must be at least 1", maxReconciles)
-	}
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
-	log := ctrl.Log.WithName("setup")
-	namespaces, err := parseWatchNamespaces(watchNS)
+func run(args []string) error {
+	o, err := parseOptions(flag.CommandLine, args)
 	if err != nil {
 		return err
 	}
-
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(outboxv1.AddToScheme(scheme))
-
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&o.zap)))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		return fmt.Errorf("kubeconfig: %w", err)
 	}
-	if err := applyRateLimit(cfg, kubeQPS, kubeBurst); err != nil {
+	if err := applyRateLimit(cfg, o.kubeQPS, o.kubeBurst); err != nil {
 		return err
 	}
+	mgr, err := newManager(cfg, o)
+	if err != nil {
+		return err
+	}
+	ctx := ctrl.SetupSignalHandler()
+	pools := outboxstats.NewPoolsMax(o.dbMaxConns)
+	defer pools.Close()
+	if err := controller.SetupAll(ctx, mgr, o.relayImage, pools, controller.WithMaxConcurrentReconciles(o.maxReconciles)); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("setup").Info("starting manager", "version", buildinfo.Version(), "relayImage", o.relayImage,
+		"leaderElection", o.leaderElect, "watchNamespaces", o.namespaces, "databaseMaxConnections", o.dbMaxConns,
+		"maxConcurrentReconciles", o.maxReconciles, "kubeAPIQPS", cfg.QPS, "kubeAPIBurst", cfg.Burst)
+	return mgr.Start(ctx)
+}
+
+// newManager makes the manager with its endpoints, leader election, cache and health
+// checks, and registers the resource collector.
+func newManager(cfg *rest.Config, o options) (ctrl.Manager, error) {
+	scheme := runtime.NewScheme()
+	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
+	utilruntime.Must(outboxv1.AddToScheme(scheme))
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  scheme,
-		Metrics:                 metricsserver.Options{BindAddress: metricsAddr},
-		HealthProbeBindAddress:  probeAddr,
-		PprofBindAddress:        pprofAddr,
-		LeaderElection:          leaderElect,
+		Metrics:                 metricsserver.Options{BindAddress: o.metricsAddr},
+		HealthProbeBindAddress:  o.probeAddr,
+		PprofBindAddress:        o.pprofAddr,
+		LeaderElection:          o.leaderElect,
 		LeaderElectionID:        "outbox-operator.outbox.dev",
-		LeaderElectionNamespace: leaderNS,
+		LeaderElectionNamespace: o.leaderNS,
 		// Safe because the manager exits right after Start returns.
 		LeaderElectionReleaseOnCancel: true,
 		// Owned kinds are cached only when labelled managed-by=outbox-operator; of
 		// Secrets only the identity is (a metadata watch), their data is read one by
 		// one in the referencing namespace when it changed.
-		Cache:  cacheOptions(namespaces),
+		Cache:  cacheOptions(o.namespaces),
 		Client: client.Options{Cache: &client.CacheOptions{DisableFor: controller.NeverCached()}},
 	})
 	if err != nil {
-		return fmt.Errorf("create manager: %w", err)
-	}
-	ctx := ctrl.SetupSignalHandler()
-	pools := outboxstats.NewPoolsMax(dbMaxConns)
-	defer pools.Close()
-	if err := controller.SetupAll(ctx, mgr, relayImage, pools, controller.WithMaxConcurrentReconciles(maxReconciles)); err != nil {
-		return err
+		return nil, fmt.Errorf("create manager: %w", err)
 	}
 	// Replay and retention outcomes, read from the cache at scrape time (docs/monitoring.md).
 	metrics.Registry.MustRegister(controller.NewResourceCollector(mgr.GetCache()))
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
-		return fmt.Errorf("add healthz: %w", err)
+		return nil, fmt.Errorf("add healthz: %w", err)
 	}
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
-		return fmt.Errorf("add readyz: %w", err)
+		return nil, fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "version", buildinfo.Version(), "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
-		"databaseMaxConnections", dbMaxConns, "maxConcurrentReconciles", maxReconciles, "kubeAPIQPS", cfg.QPS, "kubeAPIBurst", cfg.Burst)
-	return mgr.Start(ctx)
+	return mgr, nil
 }
 
 // cacheOptions limits every informer to the watched namespaces (parseWatchNamespaces;

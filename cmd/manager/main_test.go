@@ -1,6 +1,8 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
@@ -88,6 +90,25 @@ func TestApplyRateLimit(t *testing.T) {
 		}
 		if err != nil || cfg.QPS != tc.wantQPS || cfg.Burst != tc.wantBurst {
 			t.Errorf("applyRateLimit(%g, %d): QPS %g, Burst %d, %v; want %g, %d", tc.qps, tc.burst, cfg.QPS, cfg.Burst, err, tc.wantQPS, tc.wantBurst)
+		}
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	o, err := parseOptions(flag.NewFlagSet("manager", flag.ContinueOnError),
+		[]string{"--watch-namespaces=shop,billing", "--database-max-connections=2", "--leader-elect"})
+	if err != nil || o.dbMaxConns != 2 || !o.leaderElect || len(o.namespaces) != 2 {
+		t.Fatalf("parseOptions: %+v, %v", o, err)
+	}
+	for args, want := range map[string]string{
+		"--database-max-connections=0":  "--database-max-connections=0: must be at least 1",
+		"--max-concurrent-reconciles=0": "--max-concurrent-reconciles=0: must be at least 1",
+		"--watch-namespaces=Bad_NS":     "watch-namespaces",
+	} {
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := parseOptions(fs, []string{args}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseOptions(%s) = %v, want an error containing %q", args, err, want)
 		}
 	}
 }
