@@ -51,20 +51,28 @@ envtest: ## Build (once) kube-apiserver and etcd for envtest into bin/k8s.
 	ENVTEST_ASSETS_DIR=$(ENVTEST_ASSETS_DIR) hack/envtest-assets.sh
 
 .PHONY: postgres
-postgres: ## Install PostgreSQL server binaries when missing (Debian package).
+postgres: ## Install PostgreSQL server binaries when missing (Debian package; with PG_VERSION=N also that version's, hack/install-pg-matrix.sh).
 	hack/install-postgres.sh
+	$(if $(PG_VERSION),hack/install-pg-matrix.sh $(PG_VERSION))
 
 .PHONY: runc
 runc: ## Install runc when missing (Debian package; hack/images' runc test uses it).
 	hack/install-runc.sh
 
 .PHONY: test
-test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops, images, and the one-node cluster where the host can run it.
+test: postgres envtest vet ## Run every test: units, Postgres + kfake integration, envtest suites, e2e, test/ops, images, and the one-node cluster where the host can run it (PG_VERSION=16: against that PostgreSQL).
 	go test $(GO_TEST_FLAGS) ./...
 	$(MAKE) --no-print-directory test-ops
 	$(MAKE) --no-print-directory test-gitops
 	$(MAKE) --no-print-directory test-images
 	$(MAKE) --no-print-directory e2e-cluster
+
+# The supported PostgreSQL majors (internal/pgversion); PG_MATRIX="13 18" runs some.
+PG_MATRIX ?= 13 14 15 16 17 18
+
+.PHONY: test-pg-matrix
+test-pg-matrix: postgres envtest ## Run the PostgreSQL-facing suites against each supported PostgreSQL version (PG_MATRIX); one pass/fail line per version at the end.
+	GO_TEST_FLAGS="$(GO_TEST_FLAGS)" hack/pg-matrix.sh $(PG_MATRIX)
 
 .PHONY: test-images
 test-images: runc ## OCI images: Dockerfile vs builder table, tarball contents, entrypoints under runc (nested module hack/images).

@@ -28,6 +28,10 @@ const (
 	ReasonDatabaseUnreachable = "DatabaseUnreachable"
 	// ReasonTableMissing (Ready=False, Degraded=True): the outbox table does not exist.
 	ReasonTableMissing = "TableMissing"
+	// ReasonPostgresVersionUnsupported (Ready=False, Degraded=True): the database's
+	// PostgreSQL major version is outside the supported range (internal/pgversion); the
+	// message names the server's version and the range.
+	ReasonPostgresVersionUnsupported = "PostgresVersionUnsupported"
 	// ReasonBrokerUnavailable (Degraded=True): at least one relay worker with a fresh
 	// heartbeat reports that no Kafka broker takes its writes (none reachable, or every
 	// produce of a batch refused) and has paused claiming.

@@ -48,7 +48,7 @@ var stalledReasons = map[string]bool{
 	outboxv1.ReasonSecretNotFound: true, outboxv1.ReasonSecretKeyNotFound: true, outboxv1.ReasonSecretForbidden: true,
 	outboxv1.ReasonInvalidSpec: true, outboxv1.ReasonNameConflict: true, outboxv1.ReasonTableMissing: true,
 	outboxv1.ReasonPipelineNotFound: true, outboxv1.ReasonJobFailed: true, outboxv1.ReasonJobMissing: true,
-	outboxv1.ReasonNoConsumer: true,
+	outboxv1.ReasonNoConsumer: true, outboxv1.ReasonPostgresVersionUnsupported: true,
 }
 
 // setKstatusConditions derives the kstatus conditions from Ready and the caller's

@@ -25,6 +25,7 @@ func TestSetKstatusConditions(t *testing.T) {
 		{"stalled wins over reconciling", metav1.ConditionFalse, outboxv1.ReasonPipelineNotFound, true, true, false},
 		{"replay failed", metav1.ConditionFalse, outboxv1.ReasonJobFailed, false, true, false},
 		{"nobody took the request", metav1.ConditionFalse, outboxv1.ReasonNoConsumer, false, true, false},
+		{"unsupported PostgreSQL: act", metav1.ConditionFalse, outboxv1.ReasonPostgresVersionUnsupported, false, true, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			conds := []metav1.Condition{

@@ -22,6 +22,7 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 	"github.com/outbox-operator/outbox-operator/internal/replslot"
 )
 
@@ -81,6 +82,8 @@ func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident
 			"cannot use the DSN from Secret %q key %q: %s", ref.Name, ref.Key, msg)}
 	case errors.Is(err, outboxstats.ErrTableMissing):
 		return &refProblem{outboxv1.ReasonTableMissing, msg}
+	case errors.Is(err, pgversion.ErrUnsupported):
+		return &refProblem{outboxv1.ReasonPostgresVersionUnsupported, msg}
 	}
 	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
 	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(

@@ -206,11 +206,13 @@ var _ = Describe("a publication the operator cannot move", func() {
 		ns := newNamespace()
 		dsn, db, _ := migratedDB()
 		// The DSN's user owns the first table only (ALTER PUBLICATION ... SET TABLE needs
-		// ownership of the new one); it reads everything, so the status is not masked.
+		// ownership of the new one); it reads every table, also those made later, so the
+		// status is not masked (explicit grants: pg_read_all_data is PostgreSQL 14+).
 		role := strings.ReplaceAll(ns, "-", "_")
 		for _, q := range []string{
 			`CREATE ROLE ` + role + ` LOGIN REPLICATION`,
-			`GRANT pg_read_all_data TO ` + role,
+			`GRANT SELECT ON ALL TABLES IN SCHEMA public TO ` + role,
+			`ALTER DEFAULT PRIVILEGES IN SCHEMA public GRANT SELECT ON TABLES TO ` + role,
 			`GRANT CREATE ON DATABASE ` + pgident.Quote(dbName(db)) + ` TO ` + role,
 			`ALTER TABLE outbox_event OWNER TO ` + role,
 		} {

@@ -67,7 +67,7 @@ var _ = BeforeSuite(func() {
 	testEnv = &envtest.Environment{
 		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		// KUBEBUILDER_ASSETS (set by the Makefile) wins; plain `go test ./controllers`
+		// KUBEBUILDER_ASSETS (set by the Makefile) wins; plain `go test ./internal/controller`
 		// finds the binaries `make envtest` built.
 		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 	}

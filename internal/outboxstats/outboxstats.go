@@ -17,6 +17,7 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -58,7 +59,8 @@ type Stats struct {
 var ErrTableMissing = errors.New("outbox table does not exist")
 
 // Read takes one snapshot of table t and of its workers' broker reports (Workers).
-// The error never contains a DSN.
+// A server outside the supported PostgreSQL range is refused with an error that
+// errors.Is pgversion.ErrUnsupported. The error never contains a DSN.
 func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
@@ -69,6 +71,11 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	}
 	defer tx.Rollback() //nolint:errcheck // read-only
 	if _, err := tx.ExecContext(ctx, setStatementTimeout); err != nil {
+		return s, classify(t, err)
+	}
+	// First, so an unsupported server is named as such (pgversion.ErrUnsupported) and
+	// not by whatever SQL error its catalogs would give below.
+	if err := pgversion.CheckServer(ctx, tx); err != nil {
 		return s, classify(t, err)
 	}
 	var oldest, last sql.NullTime

@@ -93,6 +93,26 @@ func TestCDCRelaysFromTheSlot(t *testing.T) {
 	}
 }
 
+// An idle pipeline's slot keeps moving: with no events, the confirmed position passes
+// the WAL written before, so the slot holds nothing back (docs/cdc.md). On PostgreSQL
+// 14+ the reader sees its heartbeat's logical message; 13 streams no messages through
+// pgoutput, and the reader moves on the keepalive and the other transactions instead.
+func TestCDCIdleSlotKeepsMoving(t *testing.T) {
+	dsn, db := relaytest.NewDB(t)
+	const slot = "fault_cdc_idle"
+	dropSlot(t, db, slot)
+	ws := cdcWorkers(t, "cdcidle", dsn, slot, 1)
+	var mark string
+	if err := db.QueryRow(`SELECT pg_current_wal_lsn()::text`).Scan(&mark); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Eventually(t, 15*time.Second, "the idle slot confirmed past "+mark, func() bool {
+		after, _ := slotLSN(t, db, slot)
+		return after != "" && !lsnAfter(t, db, mark, after)
+	})
+	ws[0].Stop(t)
+}
+
 func lsnAfter(t *testing.T, db *sql.DB, a, b string) bool {
 	var later bool
 	if err := db.QueryRow(`SELECT $1::pg_lsn > $2::pg_lsn`, a, b).Scan(&later); err != nil {
@@ -112,6 +132,7 @@ func TestCDCReaderKill9MidStream(t *testing.T) {
 	ws := cdcWorkers(t, "cdckill", dsn, slot, 2)
 	prod := startProducer(t, db, tp, 12)
 	relaytest.Eventually(t, 30*time.Second, "500 events committed", func() bool { return prod.committed.Load() >= 500 })
+	relaytest.Eventually(t, 20*time.Second, "a worker reading the slot", func() bool { return reader(ws) != nil })
 	victim := reader(ws)
 	if err := victim.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)

@@ -23,6 +23,7 @@ import (
 	"github.com/jackc/pgx/v5/pgproto3"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 	"github.com/outbox-operator/outbox-operator/internal/redact"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/internal/replslot"
@@ -209,8 +210,12 @@ func (f *Feed) stream(ctx context.Context, lockConn *sql.Conn, q *queue, start p
 		return err
 	}
 	defer rc.Close(context.Background())
+	major, err := pgversion.ParseMajor(rc.ParameterStatus("server_version"))
+	if err != nil {
+		return fmt.Errorf("replication connection: %w", err)
+	}
 	err = pglogrepl.StartReplication(ctx, rc, f.o.Slot, start, pglogrepl.StartReplicationOptions{
-		PluginArgs: []string{"proto_version '1'", "publication_names '" + f.o.Publication + "'", "messages 'true'"},
+		PluginArgs: pluginArgs(f.o.Publication, major),
 	})
 	if err != nil {
 		return fmt.Errorf("start replication on slot %s: %w", f.o.Slot, err)
@@ -218,6 +223,19 @@ func (f *Feed) stream(ctx context.Context, lockConn *sql.Conn, q *queue, start p
 	d := newDecoder(f.o.Table)
 	s := &session{f: f, rc: rc, q: q, d: d, lockConn: lockConn, confirmed: start, lastWork: time.Now()}
 	return s.run(ctx)
+}
+
+// pluginArgs are the pgoutput options for a server of that major version. Protocol 1
+// (PostgreSQL 10+) carries all the reader needs. The heartbeat's logical messages
+// come through as such only from 14 on ("messages"; 13 refuses the option); on 13
+// the reader learns the same position from the keepalive the server sends once it
+// has decoded past the heartbeat, and the heartbeat still moves the slot.
+func pluginArgs(publication string, major int) []string {
+	args := []string{"proto_version '1'", "publication_names '" + publication + "'"}
+	if major >= 14 {
+		args = append(args, "messages 'true'")
+	}
+	return args
 }
 
 // connect opens a replication connection (replication=database) with the DSN.

@@ -2,6 +2,8 @@
 // demo: initdb into a temporary directory, a postmaster on a free loopback port, and
 // helpers to restart it or SIGKILL it for fault tests. Nothing is shared with a system
 // PostgreSQL; hack/install-postgres.sh installs the binaries when they are missing.
+// PG_VERSION=13..18 picks the server of that major version instead of Debian's, from
+// hack/install-pg-matrix.sh (versions.go).
 package pgtest
 
 import (
@@ -16,7 +18,6 @@ import (
 	"os/exec"
 	"os/user"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -118,6 +119,31 @@ func (s *Server) CreateDatabase(ctx context.Context, prefix string) (string, err
 		return "", fmt.Errorf("pgtest: create database %s: %w", name, err)
 	}
 	return s.DSN(name), nil
+}
+
+// VersionNum is the server's server_version_num, e.g. 160014 for 16.14.
+func (s *Server) VersionNum(ctx context.Context) (int, error) {
+	db, err := sql.Open("postgres", s.DSN("postgres"))
+	if err != nil {
+		return 0, err
+	}
+	defer db.Close()
+	return serverVersionNum(ctx, db)
+}
+
+// serverVersionNum asks a connection or pool for server_version_num.
+func serverVersionNum(ctx context.Context, q interface {
+	QueryRowContext(ctx context.Context, query string, args ...any) *sql.Row
+}) (int, error) {
+	var v string
+	if err := q.QueryRowContext(ctx, `SHOW server_version_num`).Scan(&v); err != nil {
+		return 0, fmt.Errorf("pgtest: server_version_num: %w", err)
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil {
+		return 0, fmt.Errorf("pgtest: server_version_num %q: %w", v, err)
+	}
+	return n, nil
 }
 
 // TB is the part of testing.TB that the per-test helpers need.
@@ -273,43 +299,6 @@ func (s *Server) Restart() error {
 	return s.start()
 }
 
-// StartStandby starts a streaming hot standby of s, which must be running: a
-// pg_basebackup of s (with -R, so the copy starts in recovery and streams WAL from s)
-// into a new temporary directory, served by a second postmaster on another free port.
-// The standby accepts read-only connections (pg_is_in_recovery() is true) and follows
-// every later change on s. Stop it (before or after s) with its own Stop.
-//
-// initdb's default pg_hba.conf with --auth=trust already lets 127.0.0.1 connect for
-// replication, and wal_level=replica / max_wal_senders=10 are PostgreSQL's defaults.
-func (s *Server) StartStandby() (*Server, error) {
-	if !s.Running() {
-		return nil, errors.New("pgtest: StartStandby needs a running primary")
-	}
-	dir, err := os.MkdirTemp("", "pgtest-standby-")
-	if err != nil {
-		return nil, fmt.Errorf("pgtest: temp dir: %w", err)
-	}
-	sb := &Server{opts: s.opts, binDir: s.binDir, dir: dir, dataDir: filepath.Join(dir, "data"), cred: s.cred}
-	if sb.cred != nil {
-		if err := os.Chown(dir, int(sb.cred.Uid), int(sb.cred.Gid)); err != nil {
-			_ = os.RemoveAll(dir)
-			return nil, fmt.Errorf("pgtest: chown %s: %w", dir, err)
-		}
-	}
-	cmd := exec.Command(filepath.Join(s.binDir, "pg_basebackup"), "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port),
-		"-U", "postgres", "-D", sb.dataDir, "-R", "-X", "stream", "--checkpoint=fast", "--no-sync")
-	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: sb.cred}
-	if out, err := cmd.CombinedOutput(); err != nil {
-		_ = os.RemoveAll(dir)
-		return nil, fmt.Errorf("pgtest: pg_basebackup: %w: %s", err, strings.TrimSpace(string(out)))
-	}
-	if err := sb.startOnFreePort(); err != nil {
-		_ = sb.Stop()
-		return nil, err
-	}
-	return sb, nil
-}
-
 // startOnFreePort starts the server on a free port, trying another port when the
 // start fails (another process may take a port between the check and the bind).
 func (s *Server) startOnFreePort() error {
@@ -458,11 +447,9 @@ func (s *Server) initdb() error {
 	if err := os.MkdirAll(s.dataDir, 0o700); err != nil {
 		return err
 	}
-	if s.cred != nil {
-		for _, p := range []string{s.dir, s.dataDir} {
-			if err := os.Chown(p, int(s.cred.Uid), int(s.cred.Gid)); err != nil {
-				return fmt.Errorf("pgtest: chown %s: %w", p, err)
-			}
+	for _, p := range []string{s.dir, s.dataDir} {
+		if err := s.chown(p); err != nil {
+			return err
 		}
 	}
 	cmd := exec.Command(filepath.Join(s.binDir, "initdb"), "-D", s.dataDir, "-U", "postgres",
@@ -520,40 +507,6 @@ func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
 		s.opts.Logf(format, args...)
 	}
-}
-
-// findBinDir locates initdb and postgres: $PG_BINDIR, pg_config --bindir, the newest
-// /usr/lib/postgresql/*/bin, then $PATH.
-func findBinDir() (string, error) {
-	var candidates []string
-	if d := os.Getenv("PG_BINDIR"); d != "" {
-		candidates = append(candidates, d)
-	}
-	if out, err := exec.Command("pg_config", "--bindir").Output(); err == nil {
-		candidates = append(candidates, strings.TrimSpace(string(out)))
-	}
-	versions, _ := filepath.Glob("/usr/lib/postgresql/*/bin")
-	sort.Slice(versions, func(i, j int) bool { return versionOf(versions[i]) > versionOf(versions[j]) })
-	candidates = append(candidates, versions...)
-	if p, err := exec.LookPath("postgres"); err == nil {
-		candidates = append(candidates, filepath.Dir(p))
-	}
-	for _, d := range candidates {
-		if isExec(filepath.Join(d, "postgres")) && isExec(filepath.Join(d, "initdb")) {
-			return d, nil
-		}
-	}
-	return "", errors.New("pgtest: PostgreSQL server binaries (initdb, postgres) not found; run hack/install-postgres.sh or set PG_BINDIR")
-}
-
-func versionOf(binDir string) int {
-	v, _ := strconv.Atoi(filepath.Base(filepath.Dir(binDir)))
-	return v
-}
-
-func isExec(p string) bool {
-	fi, err := os.Stat(p)
-	return err == nil && !fi.IsDir() && fi.Mode()&0o111 != 0
 }
 
 // freePort picks a free loopback port below the kernel's ephemeral range, so that no

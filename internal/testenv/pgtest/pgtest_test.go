@@ -3,6 +3,10 @@ package pgtest
 import (
 	"context"
 	"database/sql"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -141,5 +145,48 @@ func TestHBAFirstMakesARoleUseItsPassword(t *testing.T) {
 	}
 	if err := login("second"); err != nil {
 		t.Fatalf("login with the new password: %v", err)
+	}
+}
+
+// TestServerIsTheRequestedVersion: with PG_VERSION set the server that answers is that
+// major version (not Debian's default), and without it the one binDir holds.
+func TestServerIsTheRequestedVersion(t *testing.T) {
+	srv, err := Start(Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	num, err := srv.VersionNum(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := exec.Command(filepath.Join(srv.binDir, "postgres"), "--version").Output()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := strings.TrimPrefix(strings.TrimSpace(string(out)), "postgres (PostgreSQL) ")
+	want = want[:strings.IndexAny(want, ". ")]
+	if v := os.Getenv(VersionEnv); v != "" && v != want {
+		t.Fatalf("%s=%s but %s/postgres is %s", VersionEnv, v, srv.binDir, out)
+	}
+	if got := strconv.Itoa(num / 10000); got != want {
+		t.Fatalf("server_version_num %d, want major %s (%s)", num, want, out)
+	}
+	t.Logf("server_version_num %d from %s", num, srv.binDir)
+}
+
+// TestMatrixBinDirSaysHowToInstall: a requested version that is not installed fails
+// with the command that installs it; an unsupported one names the supported ones.
+func TestMatrixBinDirSaysHowToInstall(t *testing.T) {
+	t.Setenv("OUTBOX_PG_VERSIONS_DIR", t.TempDir())
+	t.Setenv("PG_BINDIR", "")
+	_, err := matrixBinDir("16")
+	if err == nil || !strings.Contains(err.Error(), "PostgreSQL 16 is not installed") || !strings.Contains(err.Error(), "hack/install-pg-matrix.sh 16") {
+		t.Fatalf("matrixBinDir(16) in an empty directory: %v", err)
+	}
+	for _, v := range []string{"12", "19", "sixteen"} {
+		if _, err := matrixBinDir(v); err == nil || !strings.Contains(err.Error(), "want one of [13 14 15 16 17 18]") {
+			t.Errorf("matrixBinDir(%q): %v; want the supported versions named", v, err)
+		}
 	}
 }
