@@ -1,0 +1,84 @@
+// trace.go: inbox continues the producer's trace (docs/monitoring.md, "Tracing"): one
+// consumer span per message, from the moment the consumer takes it to its outcome,
+// whose context the handler receives. It uses the global TracerProvider, a no-op
+// unless the application installs one.
+
+package inbox
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// TracerName is the instrumentation scope of inbox's spans.
+const TracerName = "github.com/outbox-operator/outbox-operator/inbox"
+
+// AttrOutcome is the span attribute holding the message's Outcome (applied,
+// duplicate, stale, gap, parked).
+const AttrOutcome = attribute.Key("outbox.inbox.outcome")
+
+// w3c reads traceparent/tracestate also when the application installed no global
+// propagator (the OpenTelemetry default is a no-op one).
+var w3c = propagation.TraceContext{}
+
+// remoteParent is the producer's span context carried in the record's headers.
+func remoteParent(ctx context.Context, headers map[string]string) context.Context {
+	carrier := propagation.MapCarrier(headers)
+	out := otel.GetTextMapPropagator().Extract(ctx, carrier)
+	if !trace.SpanContextFromContext(out).IsValid() {
+		out = w3c.Extract(out, carrier)
+	}
+	return out
+}
+
+// startSpan starts the consumer span of one fetched message (OpenTelemetry messaging
+// semantic conventions, "process" operation), a child of the producer's span when
+// the record carries one.
+func (c *Consumer) startSpan(ctx context.Context, km kafka.Message, m Message) (context.Context, trace.Span) {
+	attrs := []attribute.KeyValue{
+		semconv.MessagingSystemKafka,
+		semconv.MessagingOperationTypeProcess,
+		semconv.MessagingOperationName("process"),
+		semconv.MessagingDestinationName(km.Topic),
+		semconv.MessagingDestinationPartitionID(strconv.Itoa(km.Partition)),
+		semconv.MessagingKafkaOffset(int(km.Offset)),
+		semconv.MessagingConsumerGroupName(c.s.group),
+	}
+	if m.EventID != "" {
+		attrs = append(attrs, semconv.MessagingMessageID(m.EventID))
+	}
+	return otel.Tracer(TracerName).Start(remoteParent(ctx, m.Headers), "process "+km.Topic,
+		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+}
+
+// endSpan records the message's outcome (and why it was parked) and ends its span.
+func endSpan(in incoming, o Outcome, cause error) {
+	if in.span == nil {
+		return
+	}
+	in.span.SetAttributes(AttrOutcome.String(o.String()))
+	if cause != nil {
+		in.span.RecordError(cause)
+		in.span.SetStatus(codes.Error, "parked")
+	}
+	in.span.End()
+}
+
+// abandonSpans ends the spans of messages left unhandled (the consumer stopped, or
+// a message could not be parked: they are redelivered). An ended span ignores this.
+func abandonSpans(ins []incoming) {
+	for _, in := range ins {
+		if in.span != nil && in.span.IsRecording() {
+			in.span.SetStatus(codes.Error, "not handled; redelivered later")
+			in.span.End()
+		}
+	}
+}
