@@ -24,32 +24,12 @@ import (
 // tracingShutdown bounds the final flush of spans at exit.
 const tracingShutdown = 5 * time.Second
 
-// tracingWanted says whether the environment asks for OTLP export, and refuses a
-// protocol other than http/protobuf (the only one the worker ships).
-func tracingWanted(getenv config.Getenv) (bool, error) {
-	endpoint := false
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"} {
-		if v, ok := getenv(k); ok && v != "" {
-			endpoint = true
-		}
-	}
-	if !endpoint {
-		return false, nil
-	}
-	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_EXPORTER_OTLP_PROTOCOL"} {
-		if v, ok := getenv(k); ok && v != "" && v != "http/protobuf" {
-			return false, fmt.Errorf("%s=%q: the relay exports OTLP over http/protobuf only", k, v)
-		}
-	}
-	return true, nil
-}
-
 // startTracing installs the global TracerProvider exporting to the OTLP endpoint the
 // environment names (the exporter reads the OTEL_EXPORTER_OTLP_* variables, the SDK
 // OTEL_SERVICE_NAME, OTEL_RESOURCE_ATTRIBUTES and OTEL_TRACES_SAMPLER), and returns
 // the function that flushes and stops it. Without an endpoint it does nothing.
 func startTracing(ctx context.Context, getenv config.Getenv, pipeline string) (stop func(), err error) {
-	want, err := tracingWanted(getenv)
+	want, err := config.TracingEnabled(getenv)
 	if err != nil || !want {
 		return func() {}, err
 	}
