@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/buildinfo"
 	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 )
@@ -105,7 +106,7 @@ func run() error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("add readyz: %w", err)
 	}
-	log.Info("starting manager", "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
+	log.Info("starting manager", "version", buildinfo.Version(), "relayImage", relayImage, "leaderElection", leaderElect, "watchNamespaces", namespaces,
 		"databaseMaxConnections", dbMaxConns)
 	return mgr.Start(ctx)
 }

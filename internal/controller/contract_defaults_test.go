@@ -47,7 +47,7 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 			"mode":          contract.DefaultArchiveMode, // the CRD spells it Archive; the builder lowercases it
 		}},
 	} {
-		raw, err := os.ReadFile("../config/crd/bases/" + crd.file)
+		raw, err := os.ReadFile("../../config/crd/bases/" + crd.file)
 		if err != nil {
 			t.Fatal(err)
 		}

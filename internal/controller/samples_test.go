@@ -21,7 +21,7 @@ import (
 var _ = Describe("config/samples", func() {
 	It("pass the CRD validation and reconcile", func() {
 		ns := newNamespace()
-		files, err := filepath.Glob(filepath.Join("..", "config", "samples", "outbox_*.yaml"))
+		files, err := filepath.Glob(filepath.Join("..", "..", "config", "samples", "outbox_*.yaml"))
 		Expect(err).NotTo(HaveOccurred())
 		Expect(files).To(HaveLen(5))
 		kinds := map[string]int{}

@@ -65,11 +65,11 @@ var _ = BeforeSuite(func() {
 	Expect(outboxv1.AddToScheme(scheme)).To(Succeed())
 
 	testEnv = &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "config", "crd", "bases")},
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
 		// KUBEBUILDER_ASSETS (set by the Makefile) wins; plain `go test ./controllers`
 		// finds the binaries `make envtest` built.
-		BinaryAssetsDirectory: filepath.Join("..", "bin", "k8s"),
+		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
 	}
 	cfg, err = testEnv.Start()
 	Expect(err).NotTo(HaveOccurred())
@@ -123,7 +123,7 @@ func managerOptions() ctrl.Options {
 }
 
 func managerConfigWithGeneratedRBAC() *rest.Config {
-	b, err := os.ReadFile(filepath.Join("..", "config", "rbac", "role.yaml"))
+	b, err := os.ReadFile(filepath.Join("..", "..", "config", "rbac", "role.yaml"))
 	Expect(err).NotTo(HaveOccurred())
 	var role rbacv1.ClusterRole
 	Expect(yaml.Unmarshal(b, &role)).To(Succeed())

@@ -57,7 +57,7 @@ func TestTraceBadInput(t *testing.T) {
 		{"bad consumer schema", []string{"trace", "ev-1", "--consumer-schema", `x"; DROP TABLE y`}, 2, "--consumer-schema: consumer schema name"},
 		{"all namespaces", []string{"trace", "ev-1", "-A"}, 2, "trace looks in one namespace; use -n NAMESPACE instead of -A"},
 		{"unknown flag", []string{"trace", "ev-1", "--frobnicate"}, 2, "unknown flag: --frobnicate (see kubectl outbox trace --help)"},
-		{"unknown command", []string{"tarce", "ev-1"}, 2, `unknown command "tarce"; the commands are status, trace and replay`},
+		{"unknown command", []string{"tarce", "ev-1"}, 2, `unknown command "tarce"; the commands are status, trace, replay and version`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -21,20 +21,38 @@ const (
 	exitUsage  = 2
 )
 
-const usage = `kubectl outbox: operate outbox-operator pipelines (docs/kubectl-outbox.md)
+// commands in the order the usage lists them: the same shape as relayworker's
+// subcommand table (internal/relayworker/cli), one entry per verb, each in its own file.
+var commands = []command{
+	{name: "status", synopsis: "status [-n NAMESPACE | -A]",
+		summary: []string{"status                 pipelines, replays and retention policies of a namespace (-A: all)"},
+		new:     func(stdout, _ io.Writer) verb { return &statusCmd{out: stdout} }},
+	{name: "trace", synopsis: "trace EVENT_ID | --aggregate TYPE/ID [--pipeline NAME] [--consumer-db SECRET/KEY ...]",
+		summary: []string{
+			"trace EVENT_ID         where one event is: outbox row, archive, replay audit, consumers",
+			"trace --aggregate T/ID the outbox rows of one aggregate, in version order"},
+		new: func(stdout, stderr io.Writer) verb { return &traceCmd{out: stdout, warn: stderr} }},
+	{name: "replay", synopsis: "replay (--pipeline NAME [--dry-run=false] | --consumer-group GROUP --consumer-db SECRET/KEY [--consumer-schema S] [--limit N]) --reason TEXT SELECTOR-FLAGS [--confirm [--follow]]",
+		summary: []string{
+			"replay                 create a DeadLetterReplay of a pipeline's DEAD events or a consumer",
+			"                       group's parked messages (a server-side dry run unless --confirm)"},
+		new: func(stdout, _ io.Writer) verb { return &replayCmd{out: stdout} }},
+	{name: "version", synopsis: "version [--client]",
+		summary: []string{"version                the plugin's version and the operator's (--client: the plugin's only)"},
+		new:     func(stdout, _ io.Writer) verb { return &versionCmd{out: stdout} }},
+}
 
-Commands:
-  status                 pipelines, replays and retention policies of a namespace (-A: all)
-  trace EVENT_ID         where one event is: outbox row, archive, replay audit, consumers
-  trace --aggregate T/ID the outbox rows of one aggregate, in version order
-  replay                 create a DeadLetterReplay of a pipeline's DEAD events or a consumer
-                         group's parked messages (a server-side dry run unless --confirm)
+// command is one subcommand: its name, the synopsis its --help prints, its lines in
+// the usage, and new, which makes the verb that binds its flags and runs it.
+type command struct {
+	name     string
+	synopsis string
+	summary  []string
+	new      func(stdout, stderr io.Writer) verb
+}
 
-Run "kubectl outbox COMMAND --help" for a command's flags.
-`
-
-// command is one subcommand: its flags are bound into fs, run does the work.
-type command interface {
+// verb is what a subcommand does: its flags are bound into fs, run does the work.
+type verb interface {
 	bind(fs *pflag.FlagSet)
 	run(ctx context.Context, s *session, args []string) error
 }
@@ -78,7 +96,7 @@ func Main(args []string, stdout, stderr io.Writer) (code int) {
 // dispatch picks the subcommand, parses its flags and runs it.
 func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		fmt.Fprint(stdout, usage)
+		fmt.Fprint(stdout, usage())
 		return nil
 	}
 	cmd, synopsis, err := lookup(args[0], stdout, stderr)
@@ -102,6 +120,9 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		}
 		return usagef("%v (see kubectl outbox %s --help)", err, args[0])
 	}
+	if v, ok := cmd.(*versionCmd); ok {
+		return v.runWith(ctx, kf.session, fs.Args()) // prints the plugin's version before connecting
+	}
 	s, err := kf.session()
 	if err != nil {
 		return err
@@ -109,16 +130,29 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return cmd.run(ctx, s, fs.Args())
 }
 
-func lookup(name string, stdout, stderr io.Writer) (command, string, error) {
-	switch name {
-	case "status":
-		return &statusCmd{out: stdout}, "status [-n NAMESPACE | -A]", nil
-	case "trace":
-		return &traceCmd{out: stdout, warn: stderr}, "trace EVENT_ID | --aggregate TYPE/ID [--pipeline NAME] [--consumer-db SECRET/KEY ...]", nil
-	case "replay":
-		return &replayCmd{out: stdout}, "replay (--pipeline NAME [--dry-run=false] | --consumer-group GROUP --consumer-db SECRET/KEY [--consumer-schema S] [--limit N]) --reason TEXT SELECTOR-FLAGS [--confirm [--follow]]", nil
+func lookup(name string, stdout, stderr io.Writer) (verb, string, error) {
+	names := make([]string, len(commands))
+	for i, c := range commands {
+		if c.name == name {
+			return c.new(stdout, stderr), c.synopsis, nil
+		}
+		names[i] = c.name
 	}
-	return nil, "", usagef("unknown command %q; the commands are status, trace and replay", name)
+	return nil, "", usagef("unknown command %q; the commands are %s and %s", name,
+		strings.Join(names[:len(names)-1], ", "), names[len(names)-1])
+}
+
+// usage lists the commands (docs/kubectl-outbox.md).
+func usage() string {
+	var b strings.Builder
+	b.WriteString("kubectl outbox: operate outbox-operator pipelines (docs/kubectl-outbox.md)\n\nCommands:\n")
+	for _, c := range commands {
+		for _, line := range c.summary {
+			b.WriteString("  " + line + "\n")
+		}
+	}
+	b.WriteString("\nRun \"kubectl outbox COMMAND --help\" for a command's flags.\n")
+	return b.String()
 }
 
 // quietLibraries keeps library logging out of the output: controller-runtime would

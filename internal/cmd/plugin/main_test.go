@@ -23,8 +23,9 @@ import (
 )
 
 var (
-	pgSrv *pgtest.Server
-	kube  client.Client
+	pgSrv   *pgtest.Server
+	kube    client.Client
+	testEnv *envtest.Environment
 	// adminConfig and viewerConfig are kubeconfig files: the viewer may read the
 	// outbox kinds but no Secrets.
 	adminConfig, viewerConfig string
@@ -39,17 +40,17 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer pgSrv.Stop() //nolint:errcheck // test teardown
-	env := &envtest.Environment{
-		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "config", "crd", "bases")},
+	testEnv = &envtest.Environment{
+		CRDDirectoryPaths:     []string{filepath.Join("..", "..", "..", "config", "crd", "bases")},
 		ErrorIfCRDPathMissing: true,
-		BinaryAssetsDirectory: filepath.Join("..", "..", "bin", "k8s"),
+		BinaryAssetsDirectory: filepath.Join("..", "..", "..", "bin", "k8s"),
 	}
-	cfg, err := env.Start()
+	cfg, err := testEnv.Start()
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "envtest:", err)
 		return 1
 	}
-	defer env.Stop() //nolint:errcheck // test teardown
+	defer testEnv.Stop() //nolint:errcheck // test teardown
 	if kube, err = client.New(cfg, client.Options{Scheme: scheme}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -60,7 +61,7 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer os.RemoveAll(dir)
-	if err := writeKubeconfigs(env, dir); err != nil {
+	if err := writeKubeconfigs(testEnv, dir); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

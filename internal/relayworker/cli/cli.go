@@ -11,6 +11,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/outbox-operator/outbox-operator/internal/buildinfo"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/config"
 )
 
@@ -48,6 +49,9 @@ func Run(ctx context.Context, args []string, getenv config.Getenv, stdout, stder
 	case "-h", "--help", "help":
 		fmt.Fprint(stdout, usage())
 		return ErrHelp
+	case "version", "--version":
+		fmt.Fprintf(stdout, "relayworker %s (%s)\n", buildinfo.Version(), buildinfo.Platform())
+		return nil
 	}
 	for _, c := range commands {
 		if c.name != args[0] {
@@ -79,7 +83,7 @@ func usage() string {
 	}
 	b.WriteString(`
 Every flag also reads an environment variable; see docs/worker-contract.md.
-Run 'relayworker <command> -h' for the flags of a command.
+Run 'relayworker <command> -h' for the flags of a command, 'relayworker version' for the version.
 `)
 	return b.String()
 }

@@ -41,3 +41,14 @@ func TestEveryCommandPrintsItsFlags(t *testing.T) {
 		}
 	}
 }
+
+// `relayworker version` prints the build's version (internal/buildinfo) and exits 0.
+func TestVersion(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	if err := Run(context.Background(), []string{"version"}, noEnv, &stdout, &stderr); err != nil {
+		t.Fatalf("version: %v", err)
+	}
+	if out := stdout.String(); !strings.HasPrefix(out, "relayworker dev (go") {
+		t.Errorf("version printed %q, want \"relayworker dev (go...\" (a test binary has no stamp)", out)
+	}
+}
