@@ -16,6 +16,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-operator/outbox-operator/internal/tracectx"
 )
 
 // TracerName is the instrumentation scope of inbox's spans.
@@ -24,20 +26,6 @@ const TracerName = "github.com/outbox-operator/outbox-operator/inbox"
 // AttrOutcome is the span attribute holding the message's Outcome (applied,
 // duplicate, stale, gap, parked).
 const AttrOutcome = attribute.Key("outbox.inbox.outcome")
-
-// w3c reads traceparent/tracestate also when the application installed no global
-// propagator (the OpenTelemetry default is a no-op one).
-var w3c = propagation.TraceContext{}
-
-// remoteParent is the producer's span context carried in the record's headers.
-func remoteParent(ctx context.Context, headers map[string]string) context.Context {
-	carrier := propagation.MapCarrier(headers)
-	out := otel.GetTextMapPropagator().Extract(ctx, carrier)
-	if !trace.SpanContextFromContext(out).IsValid() {
-		out = w3c.Extract(out, carrier)
-	}
-	return out
-}
 
 // startSpan starts the consumer span of one fetched message (OpenTelemetry messaging
 // semantic conventions, "process" operation), a child of the producer's span when
@@ -55,7 +43,7 @@ func (c *Consumer) startSpan(ctx context.Context, km kafka.Message, m Message) (
 	if m.EventID != "" {
 		attrs = append(attrs, semconv.MessagingMessageID(m.EventID))
 	}
-	return otel.Tracer(TracerName).Start(remoteParent(ctx, m.Headers), "process "+km.Topic,
+	return otel.Tracer(TracerName).Start(tracectx.Extract(ctx, propagation.MapCarrier(m.Headers)), "process "+km.Topic,
 		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
 }
 

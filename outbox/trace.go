@@ -8,17 +8,14 @@ import (
 	"context"
 	"maps"
 
-	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-operator/outbox-operator/internal/tracectx"
 )
 
 // HeaderTraceparent is the W3C Trace Context header Publish records.
-const HeaderTraceparent = "traceparent"
-
-// w3c always writes traceparent/tracestate, also when the application installed no
-// global propagator (the OpenTelemetry default is a no-op one).
-var w3c = propagation.TraceContext{}
+const HeaderTraceparent = tracectx.HeaderTraceparent
 
 // traceHeaders returns h plus the trace context of ctx (the global propagator's
 // headers, and at least W3C traceparent/tracestate). It returns h itself when ctx
@@ -32,10 +29,7 @@ func traceHeaders(ctx context.Context, h map[string]string) map[string]string {
 		return h
 	}
 	out := make(propagation.MapCarrier, len(h)+2)
-	otel.GetTextMapPropagator().Inject(ctx, out)
-	if _, ok := out[HeaderTraceparent]; !ok {
-		w3c.Inject(ctx, out)
-	}
+	tracectx.Inject(ctx, out)
 	maps.Copy(out, h) // the event's own headers win over the propagator's
 	return out
 }

@@ -33,4 +33,3 @@ func TestTracingEnabled(t *testing.T) {
 		})
 	}
 }
-

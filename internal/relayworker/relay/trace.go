@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/internal/tracectx"
 )
 
 // TracerName is the instrumentation scope of the relay's spans.
@@ -32,9 +33,6 @@ const (
 	attrSent       = attribute.Key("outbox.relay.sent")
 	attrFailed     = attribute.Key("outbox.relay.failed") // retried, dead or released
 )
-
-// w3c reads traceparent/tracestate also when no global propagator is installed.
-var w3c = propagation.TraceContext{}
 
 // startBatchSpan starts the span of publishing msgs; when it records, it carries a
 // link to each message's producer span (traceparent header).
@@ -66,14 +64,14 @@ func startBatchSpan(ctx context.Context, msgs []kafka.Message) (context.Context,
 func producerSpan(hs []kafka.Header) trace.SpanContext {
 	carrier := propagation.MapCarrier{}
 	for _, h := range hs {
-		if h.Key == "traceparent" || h.Key == "tracestate" {
+		if h.Key == tracectx.HeaderTraceparent || h.Key == "tracestate" {
 			carrier[h.Key] = string(h.Value)
 		}
 	}
 	if len(carrier) == 0 {
 		return trace.SpanContext{}
 	}
-	return trace.SpanContextFromContext(w3c.Extract(context.Background(), carrier))
+	return trace.SpanContextFromContext(tracectx.Extract(context.Background(), carrier))
 }
 
 // endBatchSpan records what the brokers did with the batch and ends its span.
