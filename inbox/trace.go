@@ -29,9 +29,14 @@ const AttrOutcome = attribute.Key("outbox.inbox.outcome")
 
 // startSpan starts the consumer span of one fetched message (OpenTelemetry messaging
 // semantic conventions, "process" operation), a child of the producer's span when
-// the record carries one.
+// the record carries one. The attributes are only built when the span records.
 func (c *Consumer) startSpan(ctx context.Context, km kafka.Message, m Message) (context.Context, trace.Span) {
-	attrs := []attribute.KeyValue{
+	ctx, span := otel.Tracer(TracerName).Start(tracectx.Extract(ctx, propagation.MapCarrier(m.Headers)),
+		"process "+km.Topic, trace.WithSpanKind(trace.SpanKindConsumer))
+	if !span.IsRecording() {
+		return ctx, span
+	}
+	span.SetAttributes(
 		semconv.MessagingSystemKafka,
 		semconv.MessagingOperationTypeProcess,
 		semconv.MessagingOperationName("process"),
@@ -39,17 +44,16 @@ func (c *Consumer) startSpan(ctx context.Context, km kafka.Message, m Message) (
 		semconv.MessagingDestinationPartitionID(strconv.Itoa(km.Partition)),
 		semconv.MessagingKafkaOffset(int(km.Offset)),
 		semconv.MessagingConsumerGroupName(c.s.group),
-	}
+	)
 	if m.EventID != "" {
-		attrs = append(attrs, semconv.MessagingMessageID(m.EventID))
+		span.SetAttributes(semconv.MessagingMessageID(m.EventID))
 	}
-	return otel.Tracer(TracerName).Start(tracectx.Extract(ctx, propagation.MapCarrier(m.Headers)), "process "+km.Topic,
-		trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrs...))
+	return ctx, span
 }
 
 // endSpan records the message's outcome (and why it was parked) and ends its span.
 func endSpan(in incoming, o Outcome, cause error) {
-	if in.span == nil {
+	if in.span == nil || !in.span.IsRecording() {
 		return
 	}
 	in.span.SetAttributes(AttrOutcome.String(o.String()))
