@@ -334,6 +334,23 @@ type MonitoringSettings struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	DeadGrowthWindow *metav1.Duration `json:"deadGrowthWindow,omitempty"`
+
+	// Tracing exports the relay's OpenTelemetry spans (docs/monitoring.md, "Tracing").
+	// +optional
+	Tracing TracingSettings `json:"tracing,omitempty"`
+}
+
+// TracingSettings turn on the relay's OpenTelemetry spans: one per published batch,
+// linked to the producers' spans whose trace context outbox.Publish recorded.
+type TracingSettings struct {
+	// OTLPEndpoint is the OTLP/HTTP (http/protobuf) endpoint of a collector, for
+	// example http://otel-collector.observability:4318; the relay pods get it as
+	// OTEL_EXPORTER_OTLP_ENDPOINT. Empty (the default): no spans are exported and the
+	// relay installs no tracer.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +optional
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
 }
 
 // OutboxPipelineSpec is the desired relay from one outbox table to Kafka.

@@ -155,6 +155,7 @@ func relayEnv(p *outboxv1.OutboxPipeline, resources corev1.ResourceRequirements)
 	)
 	envs = append(envs, sourceModeEnv(p)...)
 	envs = append(envs, messageFormatEnv(p)...)
+	envs = append(envs, tracingEnv(p)...)
 	if _, limited := resources.Limits[corev1.ResourceMemory]; limited {
 		// The relay runs with a high GOGC; the memory limit makes the collector work
 		// harder near the container's limit instead of letting the pod be OOM-killed.
@@ -175,6 +176,20 @@ func messageFormatEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
 	return []corev1.EnvVar{
 		env(contract.EnvMessageFormat, contract.FormatCloudEvents),
 		env(contract.EnvCloudEventsSource, contract.CloudEventsSourceFor(p.Namespace, p.Name)),
+	}
+}
+
+// tracingEnv points the relay's OTLP exporter at spec.monitoring.tracing.otlpEndpoint
+// (docs/monitoring.md, "Tracing"); nothing when it is empty, so the worker installs
+// no tracer and existing pods are not rolled.
+func tracingEnv(p *outboxv1.OutboxPipeline) []corev1.EnvVar {
+	endpoint := p.Spec.Monitoring.Tracing.OTLPEndpoint
+	if endpoint == "" {
+		return nil
+	}
+	return []corev1.EnvVar{
+		env(contract.EnvOTLPEndpoint, endpoint),
+		env(contract.EnvOTLPProtocol, contract.OTLPProtocol),
 	}
 }
 

@@ -169,6 +169,28 @@ func TestRelayContainerParsesToTheSpecMessageFormat(t *testing.T) {
 	}
 }
 
+// spec.monitoring.tracing.otlpEndpoint turns the worker's OTLP export on; unset, the
+// relay container has no OTEL_* variable (no tracer, existing pods not rolled).
+func TestRelayContainerTracingFollowsTheSpec(t *testing.T) {
+	for _, endpoint := range []string{"", "http://otel-collector.observability:4318"} {
+		p := contractPipeline()
+		p.Spec.Monitoring.Tracing.OTLPEndpoint = endpoint
+		c := DesiredDeployment(p.WithDefaults(), "img:1", "hash").Spec.Template.Spec.Containers[0]
+		on, err := config.TracingEnabled(podEnv(c))
+		if err != nil || on != (endpoint != "") {
+			t.Errorf("endpoint %q: worker tracing %t, %v; want %t", endpoint, on, err, endpoint != "")
+		}
+		if got := envMap(c)[contract.EnvOTLPEndpoint].Value; got != endpoint {
+			t.Errorf("endpoint %q: %s = %q", endpoint, contract.EnvOTLPEndpoint, got)
+		}
+		for name := range envMap(c) {
+			if endpoint == "" && strings.HasPrefix(name, "OTEL_") {
+				t.Errorf("no endpoint, yet %s is rendered", name)
+			}
+		}
+	}
+}
+
 func TestReplayJobParsesToTheSpec(t *testing.T) {
 	after := metav1.NewTime(time.Date(2026, 5, 1, 10, 0, 0, 0, time.UTC))
 	r := (&outboxv1.DeadLetterReplay{

@@ -31,6 +31,11 @@ var relayCommand = command{
 		}
 		return func(ctx context.Context, stderr io.Writer) error {
 			tuneGC(getenv)
+			stopTracing, err := startTracing(ctx, getenv, cfg.Pipeline)
+			if err != nil {
+				return &ConfigError{err}
+			}
+			defer stopTracing()
 			return runRelay(ctx, cfg, newLogger(stderr, cfg.LogLevel, cfg.Pipeline, cfg.WorkerID))
 		}, nil
 	},

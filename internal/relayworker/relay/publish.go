@@ -105,9 +105,11 @@ func messages(f publish.Format, rows []event.Row, now []int, out *outcome) (msgs
 // the brokers refused as a whole is released and pauses the worker (broker.go).
 func (r *Relay) send(work context.Context, rows []event.Row, msgs []kafka.Message, idx []int, deadline time.Time, out *outcome) {
 	pubCtx, cancel := context.WithDeadline(work, deadline)
+	pubCtx, span := startBatchSpan(pubCtx, msgs)
 	t0 := time.Now()
 	results := r.pub.Publish(pubCtx, msgs)
 	cancel()
+	endBatchSpan(span, results)
 	r.m.PublishLatency.Observe(time.Since(t0).Seconds())
 	shutdown := work.Err() != nil
 	down, code, msg := brokerWide(results)
