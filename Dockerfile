@@ -12,9 +12,7 @@ COPY go.mod go.sum ./
 RUN go mod download
 COPY api/ api/
 COPY cmd/ cmd/
-COPY controllers/ controllers/
 COPY internal/ internal/
-COPY relayworker/ relayworker/
 COPY outbox/ outbox/
 COPY inbox/ inbox/
 COPY hack/devbroker/ hack/devbroker/

@@ -9,6 +9,9 @@ CONTROLLER_TOOLS_VERSION ?= v0.23.0
 ENVTEST_ASSETS_DIR ?= $(LOCALBIN)/k8s
 export KUBEBUILDER_ASSETS ?= $(ENVTEST_ASSETS_DIR)
 GO_TEST_FLAGS ?= -count=1 -timeout 45m
+# The version every binary reports (internal/buildinfo): the git tag or commit, stamped with -ldflags.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+VERSION_LDFLAGS := -X github.com/outbox-operator/outbox-operator/internal/buildinfo.version=$(VERSION)
 
 .PHONY: all
 all: build
@@ -21,7 +24,7 @@ help: ## Show targets.
 ##@ Development
 .PHONY: manifests
 manifests: controller-gen ## Generate CRDs and RBAC from kubebuilder markers.
-	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./controllers/..." output:crd:artifacts:config=config/crd/bases
+	$(CONTROLLER_GEN) rbac:roleName=manager-role crd webhook paths="./api/..." paths="./internal/controller/..." output:crd:artifacts:config=config/crd/bases
 	$(MAKE) --no-print-directory chart-crds
 
 .PHONY: chart-crds
@@ -92,13 +95,21 @@ bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k
 	go run ./hack/bench -runs drain -peers relay -events 1000000
 	go run ./hack/bench -runs drain -peers relay -history 1000000
 
+.PHONY: bench-operator
+bench-operator: postgres envtest ## Black-box benchmark of one manager with 50 and 500 pipelines on one database (kube-apiserver + etcd, RBAC user, leader election): reconcile time, idle API requests, CPU, memory, connections; prints a table.
+	go run ./hack/bench-operator $(BENCH_OPERATOR_ARGS)
+
 ##@ Build
 .PHONY: build
 build: ## Build manager, relayworker, the dev broker and the kubectl-outbox plugin into bin/.
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/manager ./cmd/manager
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/relayworker ./cmd/relayworker
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/manager ./cmd/manager
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/relayworker ./cmd/relayworker
 	CGO_ENABLED=0 go build -o $(LOCALBIN)/devbroker ./hack/devbroker
-	CGO_ENABLED=0 go build -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
+	CGO_ENABLED=0 go build -ldflags '$(VERSION_LDFLAGS)' -o $(LOCALBIN)/kubectl-outbox ./cmd/kubectl-outbox
+
+.PHONY: krew-manifest
+krew-manifest: ## Release archives of the plugin (bin/release/*.tar.gz, linux/darwin x amd64/arm64) and the krew manifest plugins/outbox.yaml; needs VERSION=vX.Y.Z.
+	go run ./hack/krew -version $(VERSION)
 
 .PHONY: run
 run: manifests ## Run the manager against the cluster in ~/.kube/config.

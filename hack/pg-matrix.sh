@@ -14,16 +14,16 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 # Every package whose tests start PostgreSQL (through pgtest, relaytest, localstack),
-# plus relayworker/cdc and internal/pgversion whose code is version-sensitive. Not
+# plus internal/relayworker/cdc and internal/pgversion whose code is version-sensitive. Not
 # test/cluster (the one-node cluster suite, `make e2e-cluster`) nor the nested
 # modules test/ops and test/gitops, which read no version-dependent behaviour.
 PKGS=(
   ./internal/testenv/pgtest ./internal/pgversion ./internal/schema
-  ./relayworker/store ./relayworker/relay ./relayworker/cdc ./relayworker/cli
-  ./relayworker/archive ./relayworker/replay ./cmd/relayworker
+  ./internal/relayworker/store ./internal/relayworker/relay ./internal/relayworker/cdc ./internal/relayworker/cli
+  ./internal/relayworker/archive ./internal/relayworker/replay ./cmd/relayworker
   ./inbox ./outbox ./examples/payments
-  ./internal/outboxstats ./internal/replslot ./internal/kubectlplugin
-  ./controllers ./test/fault ./test/e2e
+  ./internal/outboxstats ./internal/replslot ./internal/cmd/plugin
+  ./internal/controller ./test/fault ./test/e2e
 )
 read -r -a versions <<<"${*:-${PG_MATRIX:-13 14 15 16 17 18}}"
 logs=${PG_MATRIX_LOGS:-bin/pg-matrix}

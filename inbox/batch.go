@@ -42,7 +42,7 @@ func (c *Consumer) tryRun(ctx context.Context, run []incoming) ([]Outcome, error
 			toRun = append(toRun, m)
 			continue
 		}
-		ref, err := callHandler(ctx, tx, m, c.fn)
+		ref, err := callHandler(run[i].ctx, tx, m, c.fn)
 		if err != nil {
 			return nil, &handlerError{eventID: m.EventID, err: err}
 		}

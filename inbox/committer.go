@@ -6,6 +6,8 @@ import (
 	"sync"
 
 	"github.com/segmentio/kafka-go"
+
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // committer commits the offsets of handled messages in the background, many lanes'
@@ -18,14 +20,19 @@ type committer struct {
 	r    Fetcher
 	fail context.CancelCauseFunc
 	wake chan struct{}
-	done chan struct{}
+	task *startstop.Task // the commit loop
 
 	mu      sync.Mutex
 	pending []kafka.Message // handled, offset not committed, in handling order
 }
 
 func newCommitter(r Fetcher, fail context.CancelCauseFunc) *committer {
-	return &committer{r: r, fail: fail, wake: make(chan struct{}, 1), done: make(chan struct{})}
+	return &committer{r: r, fail: fail, wake: make(chan struct{}, 1)}
+}
+
+// start runs the commit loop until ctx ends.
+func (c *committer) start(ctx context.Context, progress func([]kafka.Message)) {
+	c.task = startstop.Start(ctx, func(ctx context.Context) { c.loop(ctx, progress) })
 }
 
 // add queues a handled batch for the next commit.
@@ -42,7 +49,6 @@ func (c *committer) add(batch []kafka.Message) {
 // loop commits whatever is pending each time a batch arrives, until ctx ends; then
 // once more (bounded by commitTimeout), so a clean stop leaves nothing to redo.
 func (c *committer) loop(ctx context.Context, progress func([]kafka.Message)) {
-	defer close(c.done)
 	for {
 		select {
 		case <-c.wake:
@@ -81,7 +87,7 @@ func (c *committer) flush(ctx context.Context, progress func([]kafka.Message)) b
 
 // uncommitted waits for the loop to end and returns what it could not commit.
 func (c *committer) uncommitted() []kafka.Message {
-	<-c.done
+	c.task.Wait()
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.pending

@@ -11,6 +11,7 @@ import (
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // Fetcher is the part of *kafka.Reader that a Consumer uses.
@@ -106,15 +107,14 @@ func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	replays := make(chan struct{})
-	go func() { defer close(replays); c.serveReplays(ctx) }()
-	d := &dispatcher{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
+	replays := startstop.Start(ctx, c.serveReplays)
+	rt := &router{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
 	c.o.Metrics.watch(c)
-	err := d.run(c.left.take(r))
-	c.left.keep(r, d.stop()) // stop cancels ctx: the replay server ends too
+	err := rt.run(c.left.take(r))
+	c.left.keep(r, rt.stop()) // stop cancels ctx: the replay server ends too
 	c.o.Metrics.unwatch(c)
 	c.open.reset()
-	<-replays
+	replays.Stop()
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause // a lane's offset commit failed
 	}

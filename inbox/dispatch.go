@@ -12,6 +12,7 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/redact"
 )
 
@@ -100,8 +101,8 @@ func (c *Commands) Dispatch(ctx context.Context, fn CommandFunc, o DispatchOptio
 		if err != nil && ctx.Err() == nil {
 			o.Log.Error(err, "could not claim commands; retrying", "consumerGroup", c.group)
 		}
-		// Each call must end by 3/4 of the lease, counted from the claim.
-		deadline := claimedAt.Add(o.Lease * 3 / 4)
+		// Each call must end by 3/4 of the lease from the claim, the relay's rule.
+		deadline := claimedAt.Add(o.Lease - contract.LeaseMargin(o.Lease))
 		for i, cl := range held {
 			if pace != nil {
 				select {

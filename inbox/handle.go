@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/segmentio/kafka-go"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // incoming is one fetched message and what FromKafka made of it.
@@ -13,6 +14,10 @@ type incoming struct {
 	km  kafka.Message
 	m   Message
 	err error // ErrInvalidMessage: no contract headers
+	// ctx is the consumer's ctx with the message's consumer span (trace.go): the
+	// handler's context.
+	ctx  context.Context
+	span trace.Span
 }
 
 // handleBatch handles every message of batch: applied, duplicate, stale, gap or
@@ -20,9 +25,13 @@ type incoming struct {
 // (then nothing of batch may be committed).
 func (c *Consumer) handleBatch(ctx context.Context, batch []kafka.Message) error {
 	var ready []incoming
+	all := make([]incoming, 0, len(batch))
+	defer func() { abandonSpans(all) }()
 	for _, km := range batch {
 		m, err := FromKafka(km)
 		in := incoming{km: km, m: m, err: err}
+		in.ctx, in.span = c.startSpan(ctx, km, m)
+		all = append(all, in)
 		switch {
 		case err != nil:
 			if err := c.park(ctx, in, err, 1); err != nil {
@@ -122,7 +131,7 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 		if c.isHeld(in.m) { // a predecessor was parked while this one waited
 			return c.park(ctx, in, fmt.Errorf("%w: an earlier version of %s/%s is parked", errPredecessorParked, in.m.AggregateType, in.m.AggregateID), tries)
 		}
-		o, err := c.s.handle(ctx, in.m, c.fn, c.o.WaitForGaps)
+		o, err := c.s.handle(in.ctx, in.m, c.fn, c.o.WaitForGaps)
 		switch {
 		case err == nil:
 			c.report([]incoming{in}, []Outcome{o})
@@ -168,6 +177,7 @@ func (c *Consumer) logFault(err error, in incoming, n, messages int) {
 func (c *Consumer) report(ins []incoming, outcomes []Outcome) {
 	for i, in := range ins {
 		c.o.Metrics.outcome(c.s.group, in.km.Topic, in.m, outcomes[i])
+		endSpan(in, outcomes[i], nil)
 		if c.o.Observe != nil {
 			c.o.Observe(in.m, outcomes[i])
 		}

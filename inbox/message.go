@@ -1,8 +1,3 @@
-// Package inbox is the consumer side of outbox-operator: idempotent, version-guarded
-// consumption of the events the relay publishes. A consumer's business change and its
-// dedup row commit in ONE local transaction, and the Kafka offset is committed only
-// after that transaction, so a crash anywhere means a redelivery that the dedup row
-// absorbs, never a lost or doubled effect.
 package inbox
 
 import (
@@ -55,32 +50,62 @@ func (m Message) RequestHash() string {
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// FromKafka reads the contract headers of a kafka-go message.
+// FromKafka reads the contract headers of a kafka-go message, in either format the
+// relay writes: native headers, or the CloudEvents binding (ce_specversion present).
+// A native message always has event_id and the CloudEvents format never sends it, so
+// a native row's own ce_specversion header does not change how it is read.
 func FromKafka(km kafka.Message) (Message, error) {
 	m := Message{Key: km.Key, Payload: km.Value, Headers: make(map[string]string, len(km.Headers))}
 	for _, h := range km.Headers {
 		m.Headers[h.Key] = string(h.Value)
 	}
-	m.EventID = m.Headers[HeaderEventID]
-	m.EventType = m.Headers[HeaderEventType]
-	m.AggregateType = m.Headers[HeaderAggregateType]
-	m.AggregateID = m.Headers[HeaderAggregateID]
+	names := nativeNames
+	if sv, ok := m.Headers[schema.CESpecVersion]; ok && m.Headers[HeaderEventID] == "" {
+		if sv != "1.0" {
+			return Message{}, fmt.Errorf("%w: topic %s partition %d offset %d: %s %q is not 1.0", ErrInvalidMessage, km.Topic, km.Partition, km.Offset, schema.CESpecVersion, sv)
+		}
+		names = ceNames
+	}
+	m.EventID = m.Headers[names.eventID]
+	m.EventType = m.Headers[names.eventType]
+	m.AggregateType = m.Headers[names.aggregateType]
+	m.AggregateID = m.Headers[names.aggregateID]
 	if m.EventID == "" {
-		return Message{}, fmt.Errorf("%w: topic %s partition %d offset %d has no %s header", ErrInvalidMessage, km.Topic, km.Partition, km.Offset, HeaderEventID)
+		return Message{}, fmt.Errorf("%w: topic %s partition %d offset %d has no %s header", ErrInvalidMessage, km.Topic, km.Partition, km.Offset, names.eventID)
 	}
-	if v := m.Headers[HeaderEventVersion]; v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil {
-			return Message{}, fmt.Errorf("%w: event %s: %s header %q is not an integer", ErrInvalidMessage, m.EventID, HeaderEventVersion, v)
-		}
-		m.EventVersion = n
+	var err error
+	if m.EventVersion, err = intHeader[int](m, names.eventVersion, strconv.Atoi); err != nil {
+		return Message{}, err
 	}
-	if v := m.Headers[HeaderAggregateVersion]; v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil {
-			return Message{}, fmt.Errorf("%w: event %s: %s header %q is not an integer", ErrInvalidMessage, m.EventID, HeaderAggregateVersion, v)
-		}
-		m.AggregateVersion = n
+	if m.AggregateVersion, err = intHeader(m, names.aggregateVersion, func(v string) (int64, error) { return strconv.ParseInt(v, 10, 64) }); err != nil {
+		return Message{}, err
 	}
 	return m, nil
 }
+
+// intHeader parses header name of m as an integer; absent is 0.
+func intHeader[T int | int64](m Message, name string, parse func(string) (T, error)) (T, error) {
+	v := m.Headers[name]
+	if v == "" {
+		return 0, nil
+	}
+	n, err := parse(v)
+	if err != nil {
+		return 0, fmt.Errorf("%w: event %s: %s header %q is not an integer", ErrInvalidMessage, m.EventID, name, v)
+	}
+	return n, nil
+}
+
+// headerNames are where a format puts the contract's fields (docs/architecture.md,
+// "Message contract").
+type headerNames struct {
+	eventID, eventType, eventVersion, aggregateType, aggregateID, aggregateVersion string
+}
+
+var (
+	nativeNames = headerNames{HeaderEventID, HeaderEventType, HeaderEventVersion,
+		HeaderAggregateType, HeaderAggregateID, HeaderAggregateVersion}
+	// ceNames: the CloudEvents binding's attributes; the aggregate id is ce_subject.
+	ceNames = headerNames{schema.CEID, schema.CEType, schema.CEEventVersion,
+		schema.CEAggregateType, schema.CESubject, schema.CEAggregateVersion}
+)

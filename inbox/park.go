@@ -53,6 +53,7 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 	if !fresh { // a redelivery of a parked message: counted and copied the first time
 		c.o.Log.Info("redelivered message is already parked", "consumerGroup", c.s.group, "eventId", in.m.EventID,
 			"topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset)
+		endSpan(in, Parked, cause)
 		c.observe(in.m, Parked)
 		return nil
 	}
@@ -66,6 +67,7 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 		c.mu.Unlock()
 	}
 	c.deadLetter(ctx, in, code)
+	endSpan(in, Parked, cause)
 	c.observe(in.m, Parked)
 	return nil
 }

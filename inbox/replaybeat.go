@@ -3,6 +3,8 @@ package inbox
 import (
 	"context"
 	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // heartbeat keeps a running replay's heartbeat_at current every ReplayLease/4 until
@@ -10,10 +12,7 @@ import (
 // let another consumer of the group take the replay over and run it twice. A failed
 // beat is logged and tried again at the next tick: one lost beat is not a lost lease.
 func (c *Consumer) heartbeat(ctx context.Context, id int64) (stop func()) {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	return startstop.Start(ctx, func(ctx context.Context) {
 		t := time.NewTicker(c.o.ReplayLease / 4)
 		defer t.Stop()
 		for {
@@ -27,8 +26,7 @@ func (c *Consumer) heartbeat(ctx context.Context, id int64) (stop func()) {
 					"replayId", id, "replayLease", c.o.ReplayLease.String())
 			}
 		}
-	}()
-	return func() { cancel(); <-done }
+	}).Stop
 }
 
 func (s *Store) beatReplay(ctx context.Context, id int64) error {

@@ -49,6 +49,9 @@ type Event struct {
 	Payload json.RawMessage
 	// Headers are extra Kafka headers. The relay sets event_id, event_type,
 	// event_version, aggregate_type, aggregate_id and aggregate_version itself.
+	// When Publish's ctx carries a span and Headers has no traceparent, Publish
+	// adds the trace context (W3C traceparent/tracestate; docs/monitoring.md,
+	// "Tracing").
 	Headers map[string]string
 }
 
@@ -133,7 +136,8 @@ const maxPerStatement = 1000
 // Publish validates the events and inserts them in tx (the caller's transaction), in
 // one multi-row INSERT per 1000 events, and asks the relay to wake up once
 // (pg_notify; PostgreSQL folds identical notifications of one transaction and only
-// delivers them if tx commits). Nothing is inserted when any event is invalid.
+// delivers them if tx commits). Nothing is inserted when any event is invalid. The
+// trace context of ctx, if any, is recorded in each event's headers (Event.Headers).
 func (p *Publisher) Publish(ctx context.Context, tx *sql.Tx, events ...Event) error {
 	if tx == nil {
 		return errors.New("outbox: Publish needs the caller's transaction (tx is nil)")
@@ -153,7 +157,7 @@ func (p *Publisher) Publish(ctx context.Context, tx *sql.Tx, events ...Event) er
 	}
 	for start := 0; start < len(events); start += maxPerStatement {
 		end := min(start+maxPerStatement, len(events))
-		query, args, err := p.insert(events[start:end], end == len(events))
+		query, args, err := p.insert(ctx, events[start:end], end == len(events))
 		if err != nil {
 			return err
 		}
@@ -164,7 +168,7 @@ func (p *Publisher) Publish(ctx context.Context, tx *sql.Tx, events ...Event) er
 	return nil
 }
 
-func (p *Publisher) insert(events []Event, notify bool) (string, []any, error) {
+func (p *Publisher) insert(ctx context.Context, events []Event, notify bool) (string, []any, error) {
 	var sb strings.Builder
 	args := make([]any, 0, len(events)*10+1)
 	sb.WriteString(`INSERT INTO ` + p.t.Qualified() + ` (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload, headers) VALUES `)
@@ -195,8 +199,8 @@ func (p *Publisher) insert(events []Event, notify bool) (string, []any, error) {
 			ver = 1
 		}
 		var headers any
-		if len(e.Headers) > 0 {
-			b, err := json.Marshal(e.Headers)
+		if h := traceHeaders(ctx, e.Headers); len(h) > 0 {
+			b, err := json.Marshal(h)
 			if err != nil {
 				return "", nil, fmt.Errorf("%w %s: headers: %v", ErrInvalidEvent, e.EventID, err)
 			}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 	"github.com/outbox-operator/outbox-operator/outbox"
 )
 

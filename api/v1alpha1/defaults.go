@@ -45,6 +45,7 @@ const (
 	DefaultSourceMode               = SourcePolling
 	DefaultMaxSlotLag               = "1Gi"
 	DefaultCDCHandoverAfter         = contract.DefaultHandoverAfter
+	DefaultMessageFormat            = MessageNative
 )
 
 func dur(p **metav1.Duration, d time.Duration) {
@@ -77,6 +78,9 @@ func (p *OutboxPipeline) WithDefaults() *OutboxPipeline {
 		s.Source.MaxSlotLag = &q
 	}
 	dur(&s.Relay.CDCHandoverAfter, DefaultCDCHandoverAfter)
+	if s.Message.Format == "" {
+		s.Message.Format = DefaultMessageFormat
+	}
 	r := &s.Relay
 	i32(&r.Replicas, DefaultReplicas)
 	if r.BatchSize == 0 {

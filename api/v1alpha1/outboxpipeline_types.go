@@ -131,6 +131,38 @@ const (
 	SourceLogicalReplication SourceMode = "LogicalReplication"
 )
 
+// LogicalReplication reports whether the workers learn of new events from the WAL
+// (spec.source.mode LogicalReplication); the operator then keeps the pipeline's slot
+// and publication.
+func (s *OutboxPipelineSpec) LogicalReplication() bool {
+	return s.Source.Mode == SourceLogicalReplication
+}
+
+// MessageFormat is the wire format of the relayed messages.
+type MessageFormat string
+
+// Message formats.
+const (
+	MessageNative      MessageFormat = "Native"
+	MessageCloudEvents MessageFormat = "CloudEvents"
+)
+
+// MessageSettings chooses the wire format (docs/architecture.md, "Message contract").
+type MessageSettings struct {
+	// Format of every message: Native writes the contract as the headers event_id,
+	// event_type, event_version, aggregate_type, aggregate_id and aggregate_version.
+	// CloudEvents writes the CloudEvents Kafka protocol binding in binary mode:
+	// ce_specversion=1.0, ce_id (event id), ce_source (/outbox-operator/<namespace>/<name>),
+	// ce_type (event type), ce_time (created_at), ce_subject (aggregate id), content-type,
+	// and the extensions ce_eventversion, ce_aggregatetype and ce_aggregateversion. Key,
+	// value and the row's own headers are the same in both; the inbox library reads
+	// both. Changing it affects only messages published afterwards.
+	// +kubebuilder:validation:Enum=Native;CloudEvents
+	// +kubebuilder:default=Native
+	// +optional
+	Format MessageFormat `json:"format,omitempty"`
+}
+
 // KafkaTLS configures TLS to the brokers.
 // +kubebuilder:validation:XValidation:rule="!has(self.caSecretRef) || self.enabled",message="tls.caSecretRef is set but tls.enabled is false; set enabled: true or remove caSecretRef"
 type KafkaTLS struct {
@@ -275,8 +307,8 @@ type RelaySettings struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.statusInterval) || duration(self.statusInterval) >= duration('5s')",message="monitoring.statusInterval must be at least 5s"
 type MonitoringSettings struct {
 	// StatusInterval is how often the operator reads the outbox table (cheap, indexed,
-	// 3s timeout) to refresh the status counts and conditions. Secret changes are also
-	// picked up at this interval.
+	// 3s timeout) to refresh the status counts and conditions. Secret changes do not
+	// wait for it: the operator watches the referenced Secrets.
 	// +kubebuilder:default="15s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
@@ -302,6 +334,23 @@ type MonitoringSettings struct {
 	// +kubebuilder:validation:MaxLength=32
 	// +optional
 	DeadGrowthWindow *metav1.Duration `json:"deadGrowthWindow,omitempty"`
+
+	// Tracing exports the relay's OpenTelemetry spans (docs/monitoring.md, "Tracing").
+	// +optional
+	Tracing TracingSettings `json:"tracing,omitempty"`
+}
+
+// TracingSettings turn on the relay's OpenTelemetry spans: one per published batch,
+// linked to the producers' spans whose trace context outbox.Publish recorded.
+type TracingSettings struct {
+	// OTLPEndpoint is the OTLP/HTTP (http/protobuf) endpoint of a collector, for
+	// example http://otel-collector.observability:4318; the relay pods get it as
+	// OTEL_EXPORTER_OTLP_ENDPOINT. Empty (the default): no spans are exported and the
+	// relay installs no tracer.
+	// +kubebuilder:validation:MaxLength=2048
+	// +kubebuilder:validation:Pattern=`^https?://[^\s]+$`
+	// +optional
+	OTLPEndpoint string `json:"otlpEndpoint,omitempty"`
 }
 
 // OutboxPipelineSpec is the desired relay from one outbox table to Kafka.
@@ -321,6 +370,11 @@ type OutboxPipelineSpec struct {
 	// +kubebuilder:default={}
 	// +optional
 	Monitoring MonitoringSettings `json:"monitoring,omitempty"`
+
+	// Message chooses how events look on the wire.
+	// +kubebuilder:default={}
+	// +optional
+	Message MessageSettings `json:"message,omitempty"`
 
 	// Paused scales the relay to zero workers. Events keep accumulating as PENDING and
 	// nothing is lost; they are published when the pipeline is resumed.

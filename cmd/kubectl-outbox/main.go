@@ -11,9 +11,9 @@ package main
 import (
 	"os"
 
-	"github.com/outbox-operator/outbox-operator/internal/kubectlplugin"
+	"github.com/outbox-operator/outbox-operator/internal/cmd/plugin"
 )
 
 func main() {
-	os.Exit(kubectlplugin.Main(os.Args[1:], os.Stdout, os.Stderr))
+	os.Exit(plugin.Main(os.Args[1:], os.Stdout, os.Stderr))
 }

@@ -151,3 +151,16 @@ func TestHelp(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, out)
 	}
 }
+
+// `version --client` needs no kubeconfig at all (HOME is empty); without --client the
+// plugin's version comes first, then the one-line error of the unreachable cluster.
+func TestVersion(t *testing.T) {
+	out, errOut, code := outbox(t, nil, "version", "--client")
+	if code != 0 || !strings.HasPrefix(out, "plugin:   dev (go") || errOut != "" {
+		t.Fatalf("version --client: exit %d\n%s%s", code, out, errOut)
+	}
+	out, errOut, code = outbox(t, nil, "version", "--kubeconfig", kubeconfig)
+	if code != 1 || !strings.HasPrefix(out, "plugin:   dev (go") || !strings.HasPrefix(errOut, "error: list the operator's Deployments") {
+		t.Fatalf("version against the context that points at nothing: exit %d\n%s%s", code, out, errOut)
+	}
+}

@@ -1,9 +1,13 @@
 package main
 
 import (
+	"flag"
+	"io"
 	"reflect"
 	"strings"
 	"testing"
+
+	"k8s.io/client-go/rest"
 )
 
 func TestParseWatchNamespaces(t *testing.T) {
@@ -57,5 +61,54 @@ func TestCacheOptionsWatchNamespaces(t *testing.T) {
 	}
 	if len(cacheOptions([]string{"shop"}).ByObject) == 0 {
 		t.Error("the managed-by label filters of CacheByObject were dropped")
+	}
+}
+
+func TestApplyRateLimit(t *testing.T) {
+	for _, tc := range []struct {
+		qps       float64
+		burst     int
+		wantQPS   float32
+		wantBurst int
+		wantErr   string
+	}{
+		{qps: 0, burst: 0, wantQPS: -1, wantBurst: 0}, // controller-runtime's "no client-side limit" kept
+		{qps: 50, burst: 0, wantQPS: 50, wantBurst: 100},
+		{qps: 0.2, burst: 0, wantQPS: 0.2, wantBurst: 1},
+		{qps: 50, burst: 80, wantQPS: 50, wantBurst: 80},
+		{qps: -1, wantErr: "--kube-api-qps=-1"},
+		{qps: 10, burst: -5, wantErr: "--kube-api-burst=-5"},
+		{qps: 0, burst: 30, wantErr: "needs --kube-api-qps"},
+	} {
+		cfg := &rest.Config{QPS: -1}
+		err := applyRateLimit(cfg, tc.qps, tc.burst)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("applyRateLimit(%g, %d) = %v, want an error containing %q", tc.qps, tc.burst, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil || cfg.QPS != tc.wantQPS || cfg.Burst != tc.wantBurst {
+			t.Errorf("applyRateLimit(%g, %d): QPS %g, Burst %d, %v; want %g, %d", tc.qps, tc.burst, cfg.QPS, cfg.Burst, err, tc.wantQPS, tc.wantBurst)
+		}
+	}
+}
+
+func TestParseOptions(t *testing.T) {
+	o, err := parseOptions(flag.NewFlagSet("manager", flag.ContinueOnError),
+		[]string{"--watch-namespaces=shop,billing", "--database-max-connections=2", "--leader-elect"})
+	if err != nil || o.dbMaxConns != 2 || !o.leaderElect || len(o.namespaces) != 2 {
+		t.Fatalf("parseOptions: %+v, %v", o, err)
+	}
+	for args, want := range map[string]string{
+		"--database-max-connections=0":  "--database-max-connections=0: must be at least 1",
+		"--max-concurrent-reconciles=0": "--max-concurrent-reconciles=0: must be at least 1",
+		"--watch-namespaces=Bad_NS":     "watch-namespaces",
+	} {
+		fs := flag.NewFlagSet("manager", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		if _, err := parseOptions(fs, []string{args}); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("parseOptions(%s) = %v, want an error containing %q", args, err, want)
+		}
 	}
 }

@@ -12,7 +12,7 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/inbox"
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // feed hands a real inbox.Consumer the messages sent on it, then nothing until its

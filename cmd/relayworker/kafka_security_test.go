@@ -21,8 +21,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // relayEnv is the environment the operator gives a relay pod, secrets included.

@@ -9,7 +9,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/outbox-operator/outbox-operator/relayworker/cli"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/cli"
 )
 
 func main() {

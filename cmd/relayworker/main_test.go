@@ -12,9 +12,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 var (

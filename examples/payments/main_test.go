@@ -14,9 +14,9 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/outbox-operator/outbox-operator/examples/payments"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/cli"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
-	"github.com/outbox-operator/outbox-operator/relayworker/cli"
 )
 
 var srv *pgtest.Server

@@ -5,39 +5,25 @@
 package main
 
 import (
+	"database/sql"
+	"fmt"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/procstat"
 )
 
-const clockTicks = 100 // USER_HZ on Linux
-
-// cpuSample is CPU seconds by component.
+// cpuSample is CPU seconds by component; postgres processes are also kept one by
+// one ("pg/<pid>"), so since counts only the CPU of processes alive at the end (an
+// exited backend or autovacuum worker takes its CPU time out of /proc: summed by
+// name, the sum could even drop).
 type cpuSample map[string]float64
 
-func procCPU(stat string) (comm string, ppid int, secs float64, ok bool) {
-	b, err := os.ReadFile(stat)
-	if err != nil {
-		return "", 0, 0, false
-	}
-	s := string(b)
-	open, closeP := strings.IndexByte(s, '('), strings.LastIndexByte(s, ')')
-	if open < 0 || closeP < open {
-		return "", 0, 0, false
-	}
-	comm = s[open+1 : closeP]
-	f := strings.Fields(s[closeP+2:])
-	if len(f) < 13 {
-		return "", 0, 0, false
-	}
-	ppid, _ = strconv.Atoi(f[1])
-	ut, _ := strconv.ParseFloat(f[11], 64)
-	st, _ := strconv.ParseFloat(f[12], 64)
-	return comm, ppid, (ut + st) / clockTicks, true
-}
+const pgPrefix = "pg/"
 
-// sampleCPU attributes every live process: postgres by name, the others by pid.
+// sampleCPU attributes every live process: this stack's postgres processes (the
+// postmaster and its children: the machine may run other servers), the others by pid.
 // (Processes that exited since the last sample take their CPU with them; the workers
 // are sampled before they are stopped.)
 func (s *stack) sampleCPU(workers []*proc) cpuSample {
@@ -49,18 +35,12 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 	for _, w := range workers {
 		pids[w.cmd.Process.Pid] = "workers"
 	}
-	paths, _ := filepath.Glob("/proc/[0-9]*/stat")
-	for _, p := range paths {
-		pid, _ := strconv.Atoi(filepath.Base(filepath.Dir(p)))
-		comm, _, secs, ok := procCPU(p)
-		if !ok {
-			continue
-		}
+	for _, p := range procstat.All() {
 		switch {
-		case pids[pid] != "":
-			out[pids[pid]] += secs
-		case comm == "postgres":
-			out["postgres"] += secs
+		case pids[p.PID] != "":
+			out[pids[p.PID]] += p.CPUSeconds
+		case p.Comm == "postgres" && (p.PID == s.postmaster || p.PPID == s.postmaster):
+			out[pgPrefix+strconv.Itoa(p.PID)] = p.CPUSeconds
 		}
 	}
 	return out
@@ -69,7 +49,24 @@ func (s *stack) sampleCPU(workers []*proc) cpuSample {
 func (a cpuSample) since(b cpuSample) cpuSample {
 	d := cpuSample{}
 	for k, v := range a {
+		if strings.HasPrefix(k, pgPrefix) {
+			d["postgres"] += v - b[k] // a process started since then: b[k] = 0
+			continue
+		}
 		d[k] = v - b[k]
 	}
 	return d
+}
+
+// postmasterPID is the parent of one of db's backends.
+func postmasterPID(db interface{ QueryRow(string, ...any) *sql.Row }) (int, error) {
+	var backend int
+	if err := db.QueryRow(`SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return 0, err
+	}
+	st, err := procstat.Read(backend)
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/%d/stat of the harness's backend: %w", backend, err)
+	}
+	return st.PPID, nil
 }

@@ -8,6 +8,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"strconv"
 	"sync"
@@ -16,9 +17,9 @@ import (
 	"github.com/segmentio/kafka-go"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	outboxevent "github.com/outbox-operator/outbox-operator/relayworker/event" // the bench has its own event type
-	"github.com/outbox-operator/outbox-operator/relayworker/publish"
-	"github.com/outbox-operator/outbox-operator/relayworker/store"
+	outboxevent "github.com/outbox-operator/outbox-operator/internal/relayworker/event" // the bench has its own event type
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
 )
 
 type limitResult struct {
@@ -30,30 +31,39 @@ type limitResult struct {
 
 func (r limitResult) rate() float64 { return float64(r.n) / r.secs }
 
-// statementsAlone drains a loaded table with the relay's claim and mark statements.
-func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
-	res := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: n}
+// v1Alone drains n pre-loaded events with the relay's claim and mark statements
+// from `loops` connections (a pool of their own, closed at the end so the table's
+// statistics are flushed), and measures the load before it too.
+func (s *stack) v1Alone(tag string, n, loops int) (cost, error) {
+	res := cost{what: "v1 claim + mark SENT", n: n}
 	w := newWorkload(tag, n, aggregates, 42)
 	p := s.relay("relay", nil, false)
-	_, _, db, err := s.peerDatabase(p, tag)
+	_, dsn, db, err := s.peerDatabase(p, tag)
 	if err != nil {
 		return res, err
 	}
+	defer s.dropDatabase(dsn)
 	defer db.Close()
-	if err := p.load(db, w); err != nil {
-		return res, err
-	}
-	if err := prepareTable(db); err != nil {
-		return res, err
-	}
-	t, _ := pgident.NewTable("public", "outbox_event")
-	st, err := store.New(context.Background(), db, store.Options{Table: t})
+	err = s.measureAlone(&res, db, "outbox_event", func() error { return p.load(db, w) },
+		func(done func()) error { return claimAndMarkAll(dsn, loops, done) })
+	return res, err
+}
+
+// claimAndMarkAll runs claimAndMark from `loops` goroutines on a pool of their own;
+// done runs when they finished, before the pool closes (an exited backend takes its
+// CPU time out of /proc).
+func claimAndMarkAll(dsn string, loops int, done func()) error {
+	pool, err := sql.Open("postgres", dsn)
 	if err != nil {
-		return res, err
+		return err
+	}
+	defer pool.Close()
+	t, _ := pgident.NewTable("public", "outbox_event")
+	st, err := store.New(context.Background(), pool, store.Options{Table: t})
+	if err != nil {
+		return err
 	}
 	defer st.Close()
-	cpu0 := s.sampleCPU(nil)
-	t0 := time.Now()
 	errs := make(chan error, loops)
 	var wg sync.WaitGroup
 	for g := 0; g < loops; g++ {
@@ -64,14 +74,14 @@ func (s *stack) statementsAlone(tag string, n, loops int) (limitResult, error) {
 		}()
 	}
 	wg.Wait()
+	done()
 	close(errs)
 	for err := range errs {
 		if err != nil {
-			return res, err
+			return err
 		}
 	}
-	res.secs, res.cpu = time.Since(t0).Seconds(), s.sampleCPU(nil).since(cpu0)
-	return res, nil
+	return nil
 }
 
 func claimAndMark(st *store.Store, worker string) error {
@@ -118,7 +128,7 @@ func (s *stack) brokerAlone(tag string, n, writers int) (limitResult, error) {
 		if h, ok := w.headers(e).(string); ok {
 			r.Headers = []byte(h)
 		}
-		if msgs[i], err = publish.Message(&r); err != nil {
+		if msgs[i], err = (publish.Format{}).Message(&r); err != nil {
 			return res, err
 		}
 	}

@@ -23,7 +23,7 @@ var (
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
 	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
-	peers    = flag.String("peers", "relay,cdc,watermill", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill")
+	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill, v1 (a straightforward v1 relay, drain only)")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose  = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
@@ -66,7 +66,7 @@ func benchmark() error {
 		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
 	}
 	for _, list := range []struct{ flag, value, known string }{
-		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill"},
+		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill,v1"},
 	} {
 		for _, v := range strings.Split(list.value, ",") {
 			if !has(list.known, v) {
@@ -121,11 +121,16 @@ func (s *stack) relay(label string, flags []string, notify bool) *relayPeer {
 }
 
 func limits(s *stack) ([]limitResult, error) {
-	fmt.Printf("machine limits for the drain workload (%d events; what the relay's work costs without the rest):\n", *events)
-	st, err := s.statementsAlone("lim-sql", *events, *workers)
+	sizes, err := gateSizes()
+	if err != nil {
+		return nil, err
+	}
+	fmt.Printf("machine limits for the drain workload (%d events; what the relay's work costs without the rest; load avg %s):\n", *events, loadAvg())
+	v1, err := s.v1Alone("lim-sql", *events, *workers)
 	if err != nil {
 		return nil, fmt.Errorf("statements alone: %w", err)
 	}
+	st := limitResult{what: "statements alone (claim + mark SENT, no broker)", n: *events, secs: v1.secs, cpu: v1.cpu}
 	br, err := s.brokerAlone("lim-kafka", *events, *workers)
 	if err != nil {
 		return nil, err
@@ -135,6 +140,11 @@ func limits(s *stack) ([]limitResult, error) {
 			r.cpu["postgres"], r.cpu["broker"], r.cpu["harness+consumer"])
 	}
 	fmt.Println()
+	if len(sizes) > 0 {
+		if err := gate(s, sizes, map[int]cost{*events: v1}); err != nil {
+			return nil, fmt.Errorf("gate: %w", err)
+		}
+	}
 	return []limitResult{st, br}, nil
 }
 
@@ -185,6 +195,14 @@ func drains(s *stack, withPeer bool, lim []limitResult) error {
 			fmt.Printf("  LogicalReplication / polling: %.2f x\n", results[len(results)-1].rate()/results[0].rate())
 		}
 	}
+	if has(*peers, "v1") {
+		if err := runOne(s.v1(), "d-v1", 0); err != nil {
+			return err
+		}
+		if has(*peers, "relay") {
+			fmt.Printf("  relay / straightforward v1 relay: %.2f x\n", results[0].rate()/results[len(results)-1].rate())
+		}
+	}
 	if withPeer {
 		if err := runOne(&watermillPeer{bin: s.peerBin}, "d-wm", 0); err != nil {
 			return err
@@ -193,7 +211,7 @@ func drains(s *stack, withPeer bool, lim []limitResult) error {
 			fmt.Printf("  relay / watermill: %.1f x\n", results[0].rate()/results[len(results)-1].rate())
 		}
 	}
-	fmt.Println()
+	fmt.Printf("  load avg at the end: %s\n\n", loadAvg())
 	return nil
 }
 

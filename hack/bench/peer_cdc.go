@@ -35,7 +35,10 @@ func (p *cdcPeer) setup(dsn string) error {
 	defer db.Close()
 	slot := contract.ReplicationName(dbName(dsn), "public", "outbox_event")
 	t := pgident.Table{Schema: "public", Name: "outbox_event"}
-	if _, _, err := replslot.Ensure(context.Background(), db, t, slot, slot); err != nil {
+	if err := replslot.CreatePublication(context.Background(), db, slot, t); err != nil {
+		return err
+	}
+	if _, err := replslot.CreateSlot(context.Background(), db, slot); err != nil {
 		return err
 	}
 	p.relayPeer.flags = append(append([]string{}, p.base...), "--slot", slot)

@@ -29,13 +29,14 @@ import (
 const relayRole = "relay"
 
 type stack struct {
-	pg                           *pgtest.Server
-	admin                        *sql.DB // superuser on the "postgres" database: pg_stat_statements
-	broker                       *proc
-	brokers                      string
-	dir                          string
-	relayBin, peerBin, brokerBin string
-	prof                         *profiler // nil unless -profile
+	pg                                  *pgtest.Server
+	admin                               *sql.DB // superuser on the "postgres" database: pg_stat_statements
+	broker                              *proc
+	brokers                             string
+	dir                                 string
+	relayBin, peerBin, brokerBin, v1Bin string
+	prof                                *profiler // nil unless -profile
+	postmaster                          int       // pid: sampleCPU counts its processes as postgres
 }
 
 func startStack(fsync, withPeer, logical bool) (*stack, error) {
@@ -60,6 +61,9 @@ func startStack(fsync, withPeer, logical bool) (*stack, error) {
 	if s.admin, err = sql.Open("postgres", s.pg.DSN("postgres")); err != nil {
 		return s, err
 	}
+	if s.postmaster, err = postmasterPID(s.admin); err != nil {
+		return s, err
+	}
 	for _, q := range []string{
 		`CREATE EXTENSION IF NOT EXISTS pg_stat_statements`,
 		`CREATE ROLE ` + relayRole + ` LOGIN SUPERUSER`,
@@ -80,13 +84,16 @@ func startStack(fsync, withPeer, logical bool) (*stack, error) {
 	return s, waitKafka(addr)
 }
 
-// build compiles the relay and the broker from this module and the peer from its own.
+// build compiles the relay, the broker and the straightforward v1 peer from this
+// module and the Watermill peer from its own.
 func (s *stack) build(withPeer bool) error {
 	s.relayBin = filepath.Join(s.dir, "relayworker")
 	s.brokerBin = filepath.Join(s.dir, "devbroker")
+	s.v1Bin = filepath.Join(s.dir, "v1relay")
 	steps := [][]string{
 		{"", "go", "build", "-o", s.relayBin, "./cmd/relayworker"},
 		{"", "go", "build", "-o", s.brokerBin, "./hack/devbroker"},
+		{"", "go", "build", "-o", s.v1Bin, "./hack/bench/peers/v1relay"},
 	}
 	if withPeer {
 		s.peerBin = filepath.Join(s.dir, "wmforward")

@@ -20,7 +20,7 @@ import (
 )
 
 // NonRoot is the numeric user and group of every image (distroless' "nonroot"); the
-// operator's pods run as this user (controllers.PodSecurityContext).
+// operator's pods run as this user (controller.PodSecurityContext).
 const NonRoot = "65532:65532"
 
 // Image is one image the builder writes; the Dockerfile's stage of the same name must

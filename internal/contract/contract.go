@@ -1,8 +1,8 @@
 // Package contract is the worker contract written once (docs/worker-contract.md): the
 // environment variables through which the operator configures `relayworker`, the
-// defaults both sides assume, the ports and the binary's path. relayworker/config binds
+// defaults both sides assume, the ports and the binary's path. internal/relayworker/config binds
 // its flags to these names and defaults, controllers render pods with them, and
-// api/v1alpha1's defaults are these values; controllers/contract_test.go feeds what the
+// api/v1alpha1's defaults are these values; internal/controller/contract_test.go feeds what the
 // operator renders into the worker's parsers, so the two sides cannot drift apart.
 // It has no dependencies, so the worker binary stays free of Kubernetes packages.
 package contract
@@ -40,7 +40,7 @@ const (
 	EnvKafkaSASLUsername  = "KAFKA_SASL_USERNAME"
 	EnvKafkaSASLPassword  = "KAFKA_SASL_PASSWORD"
 	// EnvGoMemLimit is the Go runtime's soft memory limit; the operator sets it from the
-	// relay container's memory limit (the relay raises GOGC, see relayworker/cli).
+	// relay container's memory limit (the relay raises GOGC, see internal/relayworker/cli).
 	EnvGoMemLimit = "GOMEMLIMIT"
 )
 
@@ -90,7 +90,8 @@ func LivenessStall(lease, poll time.Duration) time.Duration {
 }
 
 // LeaseMargin is how long before its lease ends a batch must be published; rows not
-// published by then are released instead of racing a take-over.
+// published by then are released instead of racing a take-over. inbox's command
+// dispatcher ends its calls by the same rule.
 func LeaseMargin(lease time.Duration) time.Duration { return lease / 4 }
 
 // Flags of `relayworker replay` and `relayworker archive` that the operator renders as

@@ -3,6 +3,7 @@ package contract
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
 	"regexp"
 	"strings"
 	"time"
@@ -65,4 +66,31 @@ func ReplicationName(parts ...string) string {
 		readable = readable[:54]
 	}
 	return readable + "_" + hex.EncodeToString(sum[:4])
+}
+
+// Environment variables of `relayworker relay` that choose the wire format of the
+// messages (docs/worker-contract.md, "relay flags"; docs/architecture.md, "Message
+// contract").
+const (
+	EnvMessageFormat     = "OUTBOX_MESSAGE_FORMAT"
+	EnvCloudEventsSource = "OUTBOX_CLOUDEVENTS_SOURCE"
+)
+
+// Message formats, as the worker spells them (the CRD says Native and CloudEvents).
+const (
+	FormatNative      = "native"
+	FormatCloudEvents = "cloudevents"
+)
+
+// CloudEventsSource is the ce_source of a pipeline: a URI reference naming it, after
+// Debezium's CloudEvents converter (/debezium/<connector>/<server name>). The operator
+// passes namespace and name; a worker run by hand, without them, schema and table.
+func CloudEventsSourceFor(parts ...string) string {
+	var b strings.Builder
+	b.WriteString("/outbox-operator")
+	for _, p := range parts {
+		b.WriteByte('/')
+		b.WriteString(url.PathEscape(p))
+	}
+	return b.String()
 }

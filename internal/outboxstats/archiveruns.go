@@ -39,8 +39,7 @@ func ReadLastArchiveRun(ctx context.Context, db *sql.DB, t pgident.Table, policy
 		return r, false, classify(runs, err)
 	}
 	var errText sql.NullString
-	err = tx.QueryRowContext(ctx, `SELECT mode, started_at, finished_at, sent_moved, dead_moved, consumer_log_trimmed, error
-FROM `+runs.Qualified()+` WHERE policy = $1 ORDER BY started_at DESC, run_id DESC LIMIT 1`, policy).
+	err = tx.QueryRowContext(ctx, lastArchiveRunSQL(runs), policy).
 		Scan(&r.Mode, &r.StartedAt, &r.FinishedAt, &r.SentMoved, &r.DeadMoved, &r.ConsumerLogTrimmed, &errText)
 	switch {
 	case errors.Is(err, sql.ErrNoRows):
@@ -53,4 +52,10 @@ FROM `+runs.Qualified()+` WHERE policy = $1 ORDER BY started_at DESC, run_id DES
 	}
 	r.Error = errText.String
 	return r, true, nil
+}
+
+// lastArchiveRunSQL reads the newest run of policy $1 from the runs table.
+func lastArchiveRunSQL(runs pgident.Table) string {
+	return `SELECT mode, started_at, finished_at, sent_moved, dead_moved, consumer_log_trimmed, error
+FROM ` + runs.Qualified() + ` WHERE policy = $1 ORDER BY started_at DESC, run_id DESC LIMIT 1`
 }

@@ -78,25 +78,15 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	if err := pgversion.CheckServer(ctx, tx); err != nil {
 		return s, classify(t, err)
 	}
-	q := t.Qualified()
 	var oldest, last sql.NullTime
-	// The WHERE clause equals the dispatch index's predicate, so only the hot set is read.
-	err = tx.QueryRowContext(ctx, `SELECT
-    count(*) FILTER (WHERE status = '`+schema.StatusPending+`'),
-    count(*) FILTER (WHERE status = '`+schema.StatusSending+`'),
-    count(*) FILTER (WHERE status = '`+schema.StatusRetry+`'),
-    count(*) FILTER (WHERE status = '`+schema.StatusSending+`' AND lease_until < now()),
-    min(created_at)
-FROM `+q+` WHERE status IN `+schema.NonTerminalIn).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
+	err = tx.QueryRowContext(ctx, hotSetSQL(t)).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
 	if err != nil {
 		return s, classify(t, err)
 	}
-	// Partial index on (created_at) WHERE status = 'DEAD'.
-	if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM `+q+` WHERE status = '`+schema.StatusDead+`'`).Scan(&s.Dead); err != nil {
+	if err := tx.QueryRowContext(ctx, deadCountSQL(t)).Scan(&s.Dead); err != nil {
 		return s, classify(t, err)
 	}
-	// Partial index on (sent_at) WHERE status = 'SENT': one index probe.
-	if err := tx.QueryRowContext(ctx, `SELECT max(sent_at) FROM `+q+` WHERE status = '`+schema.StatusSent+`'`).Scan(&last); err != nil {
+	if err := tx.QueryRowContext(ctx, lastPublishSQL(t)).Scan(&last); err != nil {
 		return s, classify(t, err)
 	}
 	if oldest.Valid {
@@ -112,6 +102,28 @@ FROM `+q+` WHERE status IN `+schema.NonTerminalIn).Scan(&s.Pending, &s.Sending, 
 	return s, nil
 }
 
+// hotSetSQL counts the non-terminal rows by status. The WHERE clause equals the
+// dispatch index's predicate, so only the hot set is read.
+func hotSetSQL(t pgident.Table) string {
+	return `SELECT
+    count(*) FILTER (WHERE status = '` + schema.StatusPending + `'),
+    count(*) FILTER (WHERE status = '` + schema.StatusSending + `'),
+    count(*) FILTER (WHERE status = '` + schema.StatusRetry + `'),
+    count(*) FILTER (WHERE status = '` + schema.StatusSending + `' AND lease_until < now()),
+    min(created_at)
+FROM ` + t.Qualified() + ` WHERE status IN ` + schema.NonTerminalIn
+}
+
+// deadCountSQL reads the partial index on (created_at) WHERE status = 'DEAD'.
+func deadCountSQL(t pgident.Table) string {
+	return `SELECT count(*) FROM ` + t.Qualified() + ` WHERE status = '` + schema.StatusDead + `'`
+}
+
+// lastPublishSQL is one probe of the partial index on (sent_at) WHERE status = 'SENT'.
+func lastPublishSQL(t pgident.Table) string {
+	return `SELECT max(sent_at) FROM ` + t.Qualified() + ` WHERE status = '` + schema.StatusSent + `'`
+}
+
 // ReplayAudit is the audit row of one replay (written by `relayworker replay`).
 type ReplayAudit struct {
 	Phase                                   string
@@ -123,8 +135,7 @@ type ReplayAudit struct {
 func ReadReplayAudit(ctx context.Context, db *sql.DB, t pgident.Table, replayID string) (a ReplayAudit, found bool, err error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
-	err = db.QueryRowContext(ctx, `SELECT phase, matched, replayed, succeeded, dead_again FROM `+
-		t.WithSuffix(schema.ReplayAuditSuffix).Qualified()+` WHERE replay_id = $1`, replayID).
+	err = db.QueryRowContext(ctx, replayAuditSQL(t), replayID).
 		Scan(&a.Phase, &a.Matched, &a.Replayed, &a.Succeeded, &a.DeadAgain)
 	if errors.Is(err, sql.ErrNoRows) {
 		return a, false, nil
@@ -133,6 +144,11 @@ func ReadReplayAudit(ctx context.Context, db *sql.DB, t pgident.Table, replayID 
 		return a, false, classify(t.WithSuffix(schema.ReplayAuditSuffix), err)
 	}
 	return a, true, nil
+}
+
+func replayAuditSQL(t pgident.Table) string {
+	return `SELECT phase, matched, replayed, succeeded, dead_again FROM ` +
+		t.WithSuffix(schema.ReplayAuditSuffix).Qualified() + ` WHERE replay_id = $1`
 }
 
 func classify(t pgident.Table, err error) error {

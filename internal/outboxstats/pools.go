@@ -26,9 +26,13 @@ const DefaultMaxConns = 3
 // relay workers', and the operator's connections are not theirs.
 const ApplicationName = "outbox-operator"
 
-// ErrDatabaseBusy is returned (wrapped) by GetRead when the database's read slots
+// ErrDatabaseBusy is returned (wrapped) by Read when the database's read slots
 // stayed taken for Timeout: the reads ahead are waiting on a slow database.
 var ErrDatabaseBusy = errors.New("database busy")
+
+// ErrUnusableDSN is returned (wrapped) by Get and Read for a DSN no pool can be
+// opened with; the text never quotes the DSN.
+var ErrUnusableDSN = errors.New("the DSN in the Secret cannot be used")
 
 // Pools shares one *sql.DB per database among its users (pipelines, and replays of a
 // consumer database). A user is a key, its database the DSN it last asked with: a new
@@ -37,8 +41,11 @@ var ErrDatabaseBusy = errors.New("database busy")
 type Pools struct {
 	mu       sync.Mutex
 	maxConns int
-	users    map[string]string // key -> dsnKey
-	dbs      map[string]*sharedDB
+	// failFastFor is how long the reads of an unresponsive database fail at once
+	// (failfast.go).
+	failFastFor time.Duration
+	users       map[string]string // key -> dsnKey
+	dbs         map[string]*sharedDB
 }
 
 // sharedDB is one database's pool; reads holds a token per status read in flight.
@@ -46,6 +53,10 @@ type sharedDB struct {
 	db    *sql.DB
 	reads chan struct{}
 	users int
+
+	mu sync.Mutex
+	// unresponsiveUntil: reads fail at once before then (failfast.go).
+	unresponsiveUntil time.Time
 }
 
 // NewPools returns an empty Pools with DefaultMaxConns connections per database.
@@ -55,7 +66,7 @@ func NewPools() *Pools { return NewPoolsMax(DefaultMaxConns) }
 // per database. Status reads take at most max(1, maxConns-1) of them at a time, so
 // one stays free for the slot management of LogicalReplication pipelines.
 func NewPoolsMax(maxConns int) *Pools {
-	return &Pools{maxConns: max(maxConns, 1), users: map[string]string{}, dbs: map[string]*sharedDB{}}
+	return &Pools{maxConns: max(maxConns, 1), failFastFor: DefaultFailFastFor, users: map[string]string{}, dbs: map[string]*sharedDB{}}
 }
 
 // MaxReads is how many status reads run against one database at a time.
@@ -72,23 +83,19 @@ func (p *Pools) Get(key, dsn string) (*sql.DB, error) {
 	return sdb.db, nil
 }
 
-// GetRead is Get, then waits (at most Timeout) for one of the database's read slots;
-// release gives it back. Reads queue here, before their own Timeout starts, so a
-// burst of pipelines on one database waits its turn instead of timing out.
-func (p *Pools) GetRead(ctx context.Context, key, dsn string) (db *sql.DB, release func(), err error) {
-	sdb, err := p.get(key, dsn)
-	if err != nil {
-		return nil, nil, err
-	}
+// takeSlot waits (at most Timeout) for one of the database's read slots; release
+// gives it back. Reads queue here, before their own Timeout starts, so a burst of
+// pipelines on one database waits its turn instead of timing out.
+func (p *Pools) takeSlot(ctx context.Context, sdb *sharedDB) (release func(), err error) {
 	t := time.NewTimer(Timeout)
 	defer t.Stop()
 	select {
 	case sdb.reads <- struct{}{}:
-		return sdb.db, func() { <-sdb.reads }, nil
+		return func() { <-sdb.reads }, nil
 	case <-t.C:
-		return nil, nil, fmt.Errorf("%w: %d reads on it did not finish within %s", ErrDatabaseBusy, cap(sdb.reads), Timeout)
+		return nil, fmt.Errorf("%w: %d reads on it did not finish within %s", ErrDatabaseBusy, cap(sdb.reads), Timeout)
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return nil, ctx.Err()
 	}
 }
 
@@ -128,12 +135,12 @@ func (p *Pools) open(dsn string) (*sql.DB, error) {
 	cfg, err := pq.NewConfig(dsn)
 	if err != nil {
 		// lib/pq parse errors can quote parts of the DSN: keep them out of messages.
-		return nil, errors.New("the DSN in the Secret cannot be parsed")
+		return nil, fmt.Errorf("%w: it cannot be parsed", ErrUnusableDSN)
 	}
 	cfg.ApplicationName = ApplicationName
 	conn, err := pq.NewConnectorConfig(cfg)
 	if err != nil {
-		return nil, errors.New("the DSN in the Secret cannot be used")
+		return nil, ErrUnusableDSN
 	}
 	db := sql.OpenDB(conn)
 	db.SetMaxOpenConns(p.maxConns)

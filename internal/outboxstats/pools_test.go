@@ -11,8 +11,8 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // operatorConns counts the operator's connections to the database admin is on, by
@@ -112,12 +112,10 @@ func TestPipelinesOnOneDatabaseShareABoundedPool(t *testing.T) {
 }
 
 func readOnce(ctx context.Context, p *Pools, key, dsn string, tb pgident.Table) error {
-	db, release, err := p.GetRead(ctx, key, dsn)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
-	defer release()
-	if _, err := Read(ctx, db, tb); err != nil {
+	if err := p.Read(ctx, key, dsn, func(db *sql.DB) error {
+		_, err := Read(ctx, db, tb)
+		return err
+	}); err != nil {
 		return fmt.Errorf("%s: %w", key, err)
 	}
 	return nil
@@ -188,19 +186,26 @@ func TestReadSlotsAreBounded(t *testing.T) {
 	dsn := srv.NewDatabase(t)
 	p := NewPoolsMax(2)
 	defer p.Close()
-	_, release, err := p.GetRead(context.Background(), "ns/a", dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
+	holding, release := make(chan struct{}), make(chan struct{})
+	held := make(chan error, 1)
+	go func() {
+		held <- p.Read(context.Background(), "ns/a", dsn, func(*sql.DB) error {
+			close(holding)
+			<-release
+			return nil
+		})
+	}()
+	<-holding
 	start := time.Now()
-	_, _, err = p.GetRead(context.Background(), "ns/b", dsn)
+	err := p.Read(context.Background(), "ns/b", dsn, func(*sql.DB) error { return nil })
 	if !errors.Is(err, ErrDatabaseBusy) || time.Since(start) < Timeout {
 		t.Fatalf("second read with the one slot taken: %v after %s, want ErrDatabaseBusy after %s", err, time.Since(start), Timeout)
 	}
-	release()
-	_, release, err = p.GetRead(context.Background(), "ns/b", dsn)
-	if err != nil {
+	close(release)
+	if err := <-held; err != nil {
+		t.Fatal(err)
+	}
+	if err := p.Read(context.Background(), "ns/b", dsn, func(*sql.DB) error { return nil }); err != nil {
 		t.Fatalf("read after the slot was released: %v", err)
 	}
-	release()
 }

@@ -42,13 +42,7 @@ func readWorkers(ctx context.Context, tx *sql.Tx, t pgident.Table) (Workers, err
 	var w Workers
 	var since sql.NullTime
 	var code sql.NullString
-	err := tx.QueryRowContext(ctx, `SELECT
-    count(*),
-    count(*) FILTER (WHERE NOT broker_up),
-    min(broker_down_since) FILTER (WHERE NOT broker_up),
-    mode() WITHIN GROUP (ORDER BY broker_error_code) FILTER (WHERE NOT broker_up)
-FROM `+wt.Qualified()+` WHERE heartbeat_at > now() - make_interval(secs => $1)`,
-		WorkerStaleAfter.Seconds()).Scan(&w.Reporting, &w.BrokerDown, &since, &code)
+	err := tx.QueryRowContext(ctx, workersSQL(wt), WorkerStaleAfter.Seconds()).Scan(&w.Reporting, &w.BrokerDown, &since, &code)
 	if pgerr.IsUndefinedTable(err) {
 		return Workers{}, nil
 	}
@@ -60,4 +54,15 @@ FROM `+wt.Qualified()+` WHERE heartbeat_at > now() - make_interval(secs => $1)`,
 	}
 	w.BrokerErrorCode = code.String
 	return w, nil
+}
+
+// workersSQL summarises the fresh rows of the workers table wt: $1 WorkerStaleAfter in
+// seconds.
+func workersSQL(wt pgident.Table) string {
+	return `SELECT
+    count(*),
+    count(*) FILTER (WHERE NOT broker_up),
+    min(broker_down_since) FILTER (WHERE NOT broker_up),
+    mode() WITHIN GROUP (ORDER BY broker_error_code) FILTER (WHERE NOT broker_up)
+FROM ` + wt.Qualified() + ` WHERE heartbeat_at > now() - make_interval(secs => $1)`
 }

@@ -8,9 +8,9 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
-// PublicationTables returns the tables the publication covers as "schema.table",
+// publicationTables returns the tables the publication covers as "schema.table",
 // sorted, or found false when there is no publication of that name.
-func PublicationTables(ctx context.Context, db *sql.DB, publication string) (tables []string, found bool, err error) {
+func publicationTables(ctx context.Context, db *sql.DB, publication string) (tables []string, found bool, err error) {
 	var n int
 	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, publication).Scan(&n); err != nil {
 		return nil, false, fmt.Errorf("publication %s: %w", publication, err)
@@ -37,7 +37,7 @@ func PublicationTables(ctx context.Context, db *sql.DB, publication string) (tab
 	return tables, true, nil
 }
 
-// CoversExactly reports whether tables (PublicationTables) is t and nothing else.
+// CoversExactly reports whether tables (State.Tables) is t and nothing else.
 func CoversExactly(tables []string, t pgident.Table) bool {
 	return len(tables) == 1 && tables[0] == t.String()
 }
@@ -45,7 +45,7 @@ func CoversExactly(tables []string, t pgident.Table) bool {
 // SetPublicationTable makes the publication cover t and nothing else (ALTER
 // PUBLICATION ... SET TABLE; its publish = 'insert' option stays). The slot is kept:
 // a slot is a position in the WAL, not in one table, and the reader skips inserts of
-// any table but its own (relayworker/cdc), so it neither needs nor wants a new one.
+// any table but its own (internal/relayworker/cdc), so it neither needs nor wants a new one.
 func SetPublicationTable(ctx context.Context, db *sql.DB, publication string, t pgident.Table) error {
 	// The publication's name is validated against [a-z0-9_] (config) and quoted; the
 	// table was validated by pgident.NewTable and is quoted by Qualified.

@@ -32,25 +32,29 @@ func TestSetPublicationTable(t *testing.T) {
 	a, b := pgident.Table{Schema: "public", Name: "outbox_a"}, pgident.Table{Schema: "billing", Name: "outbox_b"}
 	const slot = "outbox_t_pub"
 
-	if _, found, err := PublicationTables(ctx, db, slot); err != nil || found {
-		t.Fatalf("before Ensure: found %t, %v; want no publication", found, err)
+	if _, found, err := published(ctx, db, slot); err != nil || found {
+		t.Fatalf("before Create: found %t, %v; want no publication", found, err)
 	}
-	if _, _, err := Ensure(ctx, db, a, slot, slot); err != nil {
+	if err := CreatePublication(ctx, db, slot, a); err != nil {
 		t.Fatal(err)
 	}
-	before, _, err := Read(ctx, db, slot)
+	if _, err := CreateSlot(ctx, db, slot); err != nil {
+		t.Fatal(err)
+	}
+	seen, err := Read(ctx, db, slot, slot)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tables, found, err := PublicationTables(ctx, db, slot)
+	before := seen.Slot
+	tables, found, err := published(ctx, db, slot)
 	if err != nil || !found || !reflect.DeepEqual(tables, []string{"public.outbox_a"}) || !CoversExactly(tables, a) || CoversExactly(tables, b) {
-		t.Fatalf("after Ensure: %v %t %v; want exactly public.outbox_a", tables, found, err)
+		t.Fatalf("after Create: %v %t %v; want exactly public.outbox_a", tables, found, err)
 	}
 
 	if err := SetPublicationTable(ctx, db, slot, b); err != nil {
 		t.Fatal(err)
 	}
-	tables, _, err = PublicationTables(ctx, db, slot)
+	tables, _, err = published(ctx, db, slot)
 	if err != nil || !reflect.DeepEqual(tables, []string{"billing.outbox_b"}) || !CoversExactly(tables, b) {
 		t.Fatalf("after the move: %v %v; want exactly billing.outbox_b", tables, err)
 	}
@@ -61,7 +65,8 @@ func TestSetPublicationTable(t *testing.T) {
 	if !ins || upd || del {
 		t.Errorf("publish after the move: insert %t update %t delete %t; want inserts only", ins, upd, del)
 	}
-	after, found, err := Read(ctx, db, slot)
+	seen, err = Read(ctx, db, slot, slot)
+	after, found := seen.Slot, seen.SlotFound
 	if err != nil || !found || after.ConfirmedLSN != before.ConfirmedLSN {
 		t.Errorf("the slot moved or went: before %+v, after %+v (found %t, %v)", before, after, found, err)
 	}
@@ -72,7 +77,13 @@ func TestSetPublicationTable(t *testing.T) {
 	if err := Drop(ctx, db, slot, slot); err != nil {
 		t.Fatal(err)
 	}
-	if _, found, err := PublicationTables(ctx, db, slot); err != nil || found {
+	if _, found, err := published(ctx, db, slot); err != nil || found {
 		t.Fatalf("after Drop: found %t, %v", found, err)
 	}
+}
+
+// published is what Read says of the publication (of the slot's name).
+func published(ctx context.Context, db *sql.DB, name string) (tables []string, found bool, err error) {
+	s, err := Read(ctx, db, name, name)
+	return s.Tables, s.PublicationFound, err
 }

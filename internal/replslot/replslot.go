@@ -1,9 +1,11 @@
-// Package replslot makes, reads and drops a pipeline's logical-replication slot and
-// publication. Under the operator, it alone makes and drops them (the relay workers
-// only stream from the slot), so no worker still shutting down can re-create a slot
-// the operator just dropped; a worker run by hand makes its own (relayworker/cdc). A
-// slot nobody reads keeps its WAL until the disk fills, so the operator drops it when
-// the pipeline is deleted or leaves LogicalReplication mode.
+// Package replslot creates, reads and drops a pipeline's logical-replication slot and
+// publication. It runs the statements and decides nothing: what to create, replace or
+// drop is the caller's decision (the operator: slotAction in
+// internal/controller/outboxpipeline_slot_plan.go; a worker run by hand: internal/relayworker/cdc).
+// Under the operator, the operator alone makes and drops them (the relay workers only
+// stream from the slot), so no worker still shutting down can re-create a slot the
+// operator just dropped. A slot nobody reads keeps its WAL until the disk fills, so
+// the operator drops it when the pipeline is deleted or leaves LogicalReplication mode.
 package replslot
 
 import (
@@ -25,8 +27,35 @@ type Slot struct {
 	WALStatus string
 }
 
-// Read returns the slot, or found false when there is none.
-func Read(ctx context.Context, db *sql.DB, slot string) (s Slot, found bool, err error) {
+// Lost reports whether PostgreSQL invalidated the slot (max_slot_wal_keep_size): its
+// WAL is gone, and it can never be streamed from again.
+func (s Slot) Lost() bool { return s.WALStatus == "lost" }
+
+// State is what Read saw of a slot and its publication.
+type State struct {
+	SlotFound bool
+	Slot      Slot
+	// PublicationFound is false while the publication is missing; Tables are what it
+	// covers ("schema.table", sorted).
+	PublicationFound bool
+	Tables           []string
+}
+
+// Read reads the slot and the publication.
+func Read(ctx context.Context, db *sql.DB, slot, publication string) (State, error) {
+	s, found, err := readSlot(ctx, db, slot)
+	if err != nil {
+		return State{}, err
+	}
+	tables, pubFound, err := publicationTables(ctx, db, publication)
+	if err != nil {
+		return State{}, err
+	}
+	return State{SlotFound: found, Slot: s, PublicationFound: pubFound, Tables: tables}, nil
+}
+
+// readSlot returns the slot, or found false when there is none.
+func readSlot(ctx context.Context, db *sql.DB, slot string) (s Slot, found bool, err error) {
 	var confirmed, walStatus sql.NullString
 	var lag sql.NullInt64
 	err = db.QueryRowContext(ctx, `SELECT active, confirmed_flush_lsn::text,
@@ -42,47 +71,42 @@ func Read(ctx context.Context, db *sql.DB, slot string) (s Slot, found bool, err
 	return s, true, nil
 }
 
-// Ensure makes the publication (inserts of the outbox table only: the relay's own
-// updates never come back through the slot) and the slot when they are missing, and
-// replaces a slot PostgreSQL invalidated (max_slot_wal_keep_size): its WAL is gone,
-// and the rows committed meanwhile are PENDING in the table, where polling claims them
-// after the hand-over age. It returns the slot's confirmed position.
-func Ensure(ctx context.Context, db *sql.DB, t pgident.Table, slot, publication string) (confirmed string, replaced bool, err error) {
-	var n int
-	if err := db.QueryRowContext(ctx, `SELECT count(*) FROM pg_publication WHERE pubname = $1`, publication).Scan(&n); err != nil {
-		return "", false, fmt.Errorf("publication %s: %w", publication, err)
+// CreatePublication makes the publication of inserts into t only: the relay's own
+// updates never come back through the slot.
+func CreatePublication(ctx context.Context, db *sql.DB, publication string, t pgident.Table) error {
+	// Names are validated against [a-z0-9_] (config) and quoted; the table is quoted too.
+	if _, err := db.ExecContext(ctx, `CREATE PUBLICATION `+pgident.Quote(publication)+` FOR TABLE `+t.Qualified()+
+		` WITH (publish = 'insert')`); err != nil {
+		return fmt.Errorf("create publication %s (needs ownership of %s): %w", publication, t, err)
 	}
-	if n == 0 {
-		// Names are validated against [a-z0-9_] (config) and quoted; the table is quoted too.
-		if _, err := db.ExecContext(ctx, `CREATE PUBLICATION `+pgident.Quote(publication)+` FOR TABLE `+t.Qualified()+
-			` WITH (publish = 'insert')`); err != nil {
-			return "", false, fmt.Errorf("create publication %s (needs ownership of %s): %w", publication, t, err)
-		}
-	}
-	var walStatus, pos sql.NullString
-	err = db.QueryRowContext(ctx, `SELECT wal_status, confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = $1`, slot).
-		Scan(&walStatus, &pos)
-	switch {
-	case err == sql.ErrNoRows:
-	case err != nil:
-		return "", false, fmt.Errorf("slot %s: %w", slot, err)
-	case walStatus.String == "lost":
-		if _, err := db.ExecContext(ctx, `SELECT pg_drop_replication_slot($1)`, slot); err != nil {
-			return "", false, fmt.Errorf("drop invalidated slot %s: %w", slot, err)
-		}
-		replaced = true
-	default:
-		return pos.String, false, nil
-	}
-	if err := db.QueryRowContext(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&pos); err != nil {
-		return "", replaced, fmt.Errorf("create slot %s (needs the REPLICATION attribute and wal_level=logical): %w", slot, err)
-	}
-	return pos.String, replaced, nil
+	return nil
 }
 
-// Drop removes the slot and the publication, ending a reader that still holds the
-// slot first. Both may be missing already.
+// CreateSlot makes the slot (pgoutput) and returns its confirmed position. The rows
+// committed before it are not in its stream: they are PENDING in the table, where
+// polling claims them after the hand-over age.
+func CreateSlot(ctx context.Context, db *sql.DB, slot string) (confirmed string, err error) {
+	var pos sql.NullString
+	if err := db.QueryRowContext(ctx, `SELECT lsn::text FROM pg_create_logical_replication_slot($1, 'pgoutput')`, slot).Scan(&pos); err != nil {
+		return "", fmt.Errorf("create slot %s (needs the REPLICATION attribute and wal_level=logical): %w", slot, err)
+	}
+	return pos.String, nil
+}
+
+// Drop removes the slot (DropSlot) and the publication. Both may be missing already.
 func Drop(ctx context.Context, db *sql.DB, slot, publication string) error {
+	if err := DropSlot(ctx, db, slot); err != nil {
+		return err
+	}
+	if _, err := db.ExecContext(ctx, `DROP PUBLICATION IF EXISTS `+pgident.Quote(publication)); err != nil {
+		return fmt.Errorf("drop publication %s: %w", publication, err)
+	}
+	return nil
+}
+
+// DropSlot removes the slot, ending a reader that still holds it first. It may be
+// missing already.
+func DropSlot(ctx context.Context, db *sql.DB, slot string) error {
 	if _, err := db.ExecContext(ctx, `SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots
 		WHERE slot_name = $1 AND active_pid IS NOT NULL`, slot); err != nil {
 		return fmt.Errorf("end the reader of slot %s: %w", slot, err)
@@ -104,9 +128,6 @@ func Drop(ctx context.Context, db *sql.DB, slot, publication string) error {
 		case <-ctx.Done():
 		case <-time.After(250 * time.Millisecond):
 		}
-	}
-	if _, err := db.ExecContext(ctx, `DROP PUBLICATION IF EXISTS `+pgident.Quote(publication)); err != nil {
-		return fmt.Errorf("drop publication %s: %w", publication, err)
 	}
 	return nil
 }

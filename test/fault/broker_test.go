@@ -5,8 +5,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // The broker goes off the network mid-stream (its port refuses connections, open

@@ -8,8 +8,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // cdcWorkers starts n workers in logical-replication mode on one slot and waits until

@@ -23,10 +23,10 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 	"github.com/outbox-operator/outbox-operator/outbox"
 )
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // A two-minute broker outage with --max-attempts 3 kills nothing: the workers pause

@@ -4,8 +4,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // The whole PostgreSQL server is SIGKILLed while three workers relay a steady stream

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // refusedFor is how long TestEveryProduceRefused's broker refuses every write: the

@@ -12,7 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // holdFirstProduce holds the first Produce request for topic inside the broker until

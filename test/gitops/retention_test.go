@@ -11,7 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -37,7 +37,7 @@ func TestRetentionPolicyHealth(t *testing.T) {
 	})
 	_, err := db.Exec(`INSERT INTO `+table.WithSuffix(schema.ArchiveRunsSuffix).Qualified()+
 		` (policy, mode, started_at, sent_moved, error) VALUES ($1, 'archive', now() - interval '2 seconds', 120, 'canceling statement due to statement timeout')`,
-		controllers.ArchivePolicyKey(rp))
+		controller.ArchivePolicyKey(rp))
 	must(t, err)
 	touchCronJob(t, ns, "hourly-retention")
 	lastFailed := waitFor(t, rp, "last run failed", func() bool { return is(rp.Status.Conditions, "Degraded", "True/LastRunFailed") })

@@ -1,7 +1,7 @@
 // Package gitops checks how GitOps tools read the operator's status: kstatus (Flux,
 // kpt, cli-utils' apply --reconcile) and the Argo CD health checks in config/argocd.
 // The objects come from a real kube-apiserver (envtest) written by the real
-// reconcilers (controllers.SetupAll) against a real PostgreSQL; only what envtest
+// reconcilers (controller.SetupAll) against a real PostgreSQL; only what envtest
 // lacks (the Deployment and Job controllers, relay workers) is played by the tests.
 package gitops
 
@@ -26,7 +26,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
 )
@@ -87,15 +87,15 @@ func startOperator(ctx context.Context, env *envtest.Environment) error {
 		Scheme:                 scheme,
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  cache.Options{ByObject: controllers.CacheByObject()},
-		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controllers.NeverCached()}},
+		Cache:                  cache.Options{ByObject: controller.CacheByObject()},
+		Client:                 client.Options{Cache: &client.CacheOptions{DisableFor: controller.NeverCached()}},
 		Controller:             config.Controller{SkipNameValidation: ptr(true)},
 	})
 	if err != nil {
 		return fmt.Errorf("manager: %w", err)
 	}
 	pools := outboxstats.NewPools()
-	if err := controllers.SetupAll(ctx, mgr, "outbox-relayworker:test", pools); err != nil {
+	if err := controller.SetupAll(ctx, mgr, "outbox-relayworker:test", pools); err != nil {
 		return err
 	}
 	go func() {

@@ -60,6 +60,14 @@ func everyMinutes(m, n float64) curve {
 	}
 }
 
+// readEvery is a read timestamp (Unix seconds, the series starting at 0): a read every
+// n minutes, the last one at minute stop.
+func readEvery(n, stop float64) curve {
+	return func(x float64) (float64, bool) {
+		return math.Floor(min(x, stop)/n) * n * 60, true
+	}
+}
+
 type series struct {
 	name, labels string
 	values       curve
@@ -83,6 +91,8 @@ func healthy() []series {
 		{"outbox_pipeline_workers_desired", manager, always(2)},
 		{"outbox_pipeline_workers_ready", manager, always(2)},
 		{"outbox_pipeline_database_reachable", manager, always(1)},
+		{"outbox_pipeline_status_read_timestamp_seconds", manager, readEvery(15.0/60, math.Inf(1))},
+		{"outbox_pipeline_status_interval_seconds", manager, always(15)},
 		{"outbox_pipeline_slot_lag_bytes", manager, always(64 << 20)},
 		{"outbox_pipeline_slot_active", manager, always(1)},
 		{"outbox_replay_failed", `namespace="shop",pipeline="orders",replay="fix-too-large",job="outbox-operator-metrics"`, always(0)},
@@ -207,9 +217,36 @@ var alertScenarios = []alertScenario{
 		want:    []want{{alert: "OutboxNoReadyWorkers", notBefore: 34.5, by: 35.5, firingAtEnd: true}},
 	},
 	{
-		name:    "the outbox table cannot be read",
-		changes: []series{{"outbox_pipeline_database_reachable", manager, step(1, 30, 0)}},
-		want:    []want{{alert: "OutboxDatabaseUnreachable", notBefore: 34.5, by: 35.5, firingAtEnd: true}},
+		// The read timestamp stops with the reads: a failing read is not a stale status.
+		name: "the outbox table cannot be read",
+		changes: []series{
+			{"outbox_pipeline_database_reachable", manager, step(1, 30, 0)},
+			{"outbox_pipeline_status_read_timestamp_seconds", manager, readEvery(15.0/60, 30)},
+		},
+		want: []want{{alert: "OutboxDatabaseUnreachable", notBefore: 34.5, by: 35.5, firingAtEnd: true}},
+	},
+	{
+		// Reads stop without failing (the manager's passes no longer run): stale once the
+		// last read is older than 5 minutes (5 x 15 s is less).
+		name:    "the operator stops reading a pipeline",
+		changes: []series{{"outbox_pipeline_status_read_timestamp_seconds", manager, readEvery(15.0/60, 30)}},
+		want:    []want{{alert: "OutboxPipelineStatusStale", labels: map[string]string{"namespace": "shop", "pipeline": "orders"}, notBefore: 35, by: 35.5, firingAtEnd: true}},
+	},
+	{
+		// statusInterval 10m: a read 10 minutes old is on time, 5 intervals are 50 minutes.
+		name: "a pipeline read every 10 minutes",
+		changes: []series{
+			{"outbox_pipeline_status_read_timestamp_seconds", manager, readEvery(10, math.Inf(1))},
+			{"outbox_pipeline_status_interval_seconds", manager, always(600)},
+		},
+	},
+	{
+		name: "a pipeline read every 2 minutes whose reads stop",
+		changes: []series{
+			{"outbox_pipeline_status_read_timestamp_seconds", manager, readEvery(2, 30)},
+			{"outbox_pipeline_status_interval_seconds", manager, always(120)},
+		},
+		want: []want{{alert: "OutboxPipelineStatusStale", notBefore: 40, by: 40.5, firingAtEnd: true}},
 	},
 	{
 		name: "a replication slot nobody reads, holding 2 GiB",

@@ -22,16 +22,19 @@ import (
 var valueSets = map[string]map[string]any{
 	"defaults": nil,
 	"everything set": {
-		"replicas":               3,
-		"watchNamespaces":        []any{"shop", "billing"},
-		"databaseMaxConnections": 5,
-		"leaderElection":         map[string]any{"enabled": true, "namespace": "outbox-leases"},
-		"logLevel":               "debug",
-		"logEncoder":             "console",
-		"relayImage":             "registry.example.com/outbox-relayworker:1.2.3",
-		"image":                  map[string]any{"repository": "registry.example.com/outbox-operator", "tag": "1.2.3", "pullPolicy": "Always"},
-		"imagePullSecrets":       []any{map[string]any{"name": "regcred"}},
-		"resources":              map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"memory": "512Mi"}},
+		"replicas":                3,
+		"watchNamespaces":         []any{"shop", "billing"},
+		"databaseMaxConnections":  5,
+		"kubeAPIQPS":              50,
+		"kubeAPIBurst":            80,
+		"maxConcurrentReconciles": 8,
+		"leaderElection":          map[string]any{"enabled": true, "namespace": "outbox-leases"},
+		"logLevel":                "debug",
+		"logEncoder":              "console",
+		"relayImage":              "registry.example.com/outbox-relayworker:1.2.3",
+		"image":                   map[string]any{"repository": "registry.example.com/outbox-operator", "tag": "1.2.3", "pullPolicy": "Always"},
+		"imagePullSecrets":        []any{map[string]any{"name": "regcred"}},
+		"resources":               map[string]any{"requests": map[string]any{"cpu": "100m", "memory": "128Mi"}, "limits": map[string]any{"memory": "512Mi"}},
 		"metrics": map[string]any{"port": 9090, "service": map[string]any{"port": 9443},
 			"serviceMonitor": map[string]any{"enabled": true, "interval": "15s", "labels": map[string]any{"release": "prometheus"}}},
 		"prometheusRule": map[string]any{"enabled": true, "labels": map[string]any{"release": "prometheus"}},
@@ -128,7 +131,7 @@ func TestChartDeploymentFlags(t *testing.T) {
 	args := managerArgs(t, mustRender(t, valueSets["everything set"]))
 	for _, want := range []string{"--leader-elect=true", "--leader-election-namespace=outbox-leases",
 		"--metrics-bind-address=:9090", "--relay-image=registry.example.com/outbox-relayworker:1.2.3",
-		"--watch-namespaces=shop,billing", "--database-max-connections=5", "--zap-log-level=debug", "--zap-encoder=console"} {
+		"--watch-namespaces=shop,billing", "--database-max-connections=5", "--kube-api-qps=50", "--kube-api-burst=80", "--max-concurrent-reconciles=8", "--zap-log-level=debug", "--zap-encoder=console"} {
 		if !slices.Contains(args, want) {
 			t.Errorf("args %v lack %s", args, want)
 		}

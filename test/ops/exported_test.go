@@ -23,9 +23,9 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/inbox"
 	"github.com/outbox-operator/outbox-operator/internal/contract"
-	"github.com/outbox-operator/outbox-operator/internal/relaytest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/localstack"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
 
 // Every metric name the alerts and the dashboard use is exported by a real process:

@@ -15,7 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
-	"github.com/outbox-operator/outbox-operator/controllers"
+	"github.com/outbox-operator/outbox-operator/internal/controller"
 )
 
 // The objects of config/prometheus (and the kustomization lists them all) pass a
@@ -86,7 +86,7 @@ func TestPodMonitorSelectsRelayPods(t *testing.T) {
 		t.Fatal(err)
 	}
 	p := (&outboxv1.OutboxPipeline{ObjectMeta: metav1.ObjectMeta{Name: "orders", Namespace: "shop"}}).WithDefaults()
-	dep := controllers.DesiredDeployment(p, "outbox-relayworker:test", "hash")
+	dep := controller.DesiredDeployment(p, "outbox-relayworker:test", "hash")
 	if !sel.Matches(labels.Set(dep.Spec.Template.Labels)) {
 		t.Errorf("PodMonitor selector %s does not match the relay pod labels %v", sel, dep.Spec.Template.Labels)
 	}
@@ -103,7 +103,7 @@ func TestPodMonitorSelectsRelayPods(t *testing.T) {
 	}
 	// The metrics Service the operator creates carries the same labels, so the
 	// PodMonitor's alternative (a ServiceMonitor on it) would select it too.
-	svc := controllers.DesiredService(p)
+	svc := controller.DesiredService(p)
 	if !sel.Matches(labels.Set(svc.Labels)) {
 		t.Errorf("the relay metrics Service labels %v differ from the pods' %v", svc.Labels, dep.Spec.Template.Labels)
 	}

@@ -19,4 +19,7 @@ deployment.yaml includes this, so every install runs it.
 {{- if and .Values.prometheusRule.enabled (not .Values.metrics.enabled) }}
 {{- fail "prometheusRule.enabled=true needs metrics.enabled=true: most alerts read the manager's outbox_pipeline_* metrics, and would never fire" }}
 {{- end }}
+{{- if and (gt (int .Values.kubeAPIBurst) 0) (eq (float64 .Values.kubeAPIQPS) 0.0) }}
+{{- fail "kubeAPIBurst needs kubeAPIQPS: without a qps the manager's client has no limit to burst above (the manager refuses to start)" }}
+{{- end }}
 {{- end -}}

@@ -178,7 +178,7 @@ func (s *Stack) RunDeployment(ctx context.Context, namespace, name string, repli
 	var healthAddrs []string
 	for i := 0; i < replicas; i++ {
 		pod := podrunner.Pod{Name: fmt.Sprintf("%s-%d", name, i), Namespace: namespace}
-		healthAddr, err := freeAddr()
+		healthAddr, err := FreeAddr()
 		if err != nil {
 			return err
 		}
@@ -242,7 +242,8 @@ func (s *Stack) reportDeploymentStatus(key types.NamespacedName, healthAddrs []s
 	}
 }
 
-func freeAddr() (string, error) {
+// FreeAddr is a loopback address with a port nothing listens on now.
+func FreeAddr() (string, error) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return "", err

@@ -46,6 +46,10 @@ type Options struct {
 	// HBA are pg_hba.conf lines appended after initdb's own (which trust loopback
 	// only), e.g. "host all all 10.201.0.0/24 scram-sha-256" for pods.
 	HBA []string
+	// HBAFirst are pg_hba.conf lines put before initdb's own, where they win (the
+	// first matching line decides), e.g. "host all app 127.0.0.1/32 scram-sha-256"
+	// so that role logs in with a password on loopback while the others are trusted.
+	HBAFirst []string
 }
 
 // LogicalReplication are the settings a server needs for logical replication
@@ -213,6 +217,33 @@ func (s *Server) Kill9() error {
 		return err
 	}
 	return waitGone(kids)
+}
+
+// Freeze SIGSTOPs the postmaster and every backend: the server hangs, neither
+// answering nor closing a connection (new ones are still accepted by the kernel), as a
+// host with stalled storage does. Thaw resumes it.
+func (s *Server) Freeze() error { return s.signalAll(syscall.SIGSTOP) }
+
+// Thaw resumes a frozen server.
+func (s *Server) Thaw() error { return s.signalAll(syscall.SIGCONT) }
+
+// signalAll sends sig to the postmaster and its children (backends call setsid(), so
+// the process group does not reach them).
+func (s *Server) signalAll(sig syscall.Signal) error {
+	s.mu.Lock()
+	cmd := s.cmd
+	s.mu.Unlock()
+	if cmd == nil {
+		return errors.New("pgtest: server is not running")
+	}
+	pid := cmd.Process.Pid
+	if err := syscall.Kill(pid, sig); err != nil {
+		return fmt.Errorf("pgtest: signal %v to the postmaster: %w", sig, err)
+	}
+	for _, k := range childrenOf(pid) {
+		_ = syscall.Kill(k, sig)
+	}
+	return nil
 }
 
 // childrenOf lists the processes whose parent is pid (from /proc).
@@ -428,18 +459,32 @@ func (s *Server) initdb() error {
 	if err != nil {
 		return fmt.Errorf("pgtest: initdb: %w: %s", err, strings.TrimSpace(string(out)))
 	}
-	if len(s.opts.HBA) == 0 {
+	return s.writeHBA()
+}
+
+// writeHBA puts Options.HBAFirst before and Options.HBA after initdb's pg_hba.conf.
+func (s *Server) writeHBA() error {
+	if len(s.opts.HBA) == 0 && len(s.opts.HBAFirst) == 0 {
 		return nil
 	}
-	f, err := os.OpenFile(filepath.Join(s.dataDir, "pg_hba.conf"), os.O_APPEND|os.O_WRONLY, 0)
+	name := filepath.Join(s.dataDir, "pg_hba.conf")
+	initdbs, err := os.ReadFile(name)
 	if err != nil {
 		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
 	}
-	_, err = f.WriteString(strings.Join(s.opts.HBA, "\n") + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	var b strings.Builder
+	for _, l := range s.opts.HBAFirst {
+		b.WriteString(l + "\n")
 	}
-	return err
+	b.Write(initdbs)
+	for _, l := range s.opts.HBA {
+		b.WriteString(l + "\n")
+	}
+	// WriteFile keeps the file's owner (the server's user when run as root) and mode.
+	if err := os.WriteFile(name, []byte(b.String()), 0o600); err != nil {
+		return fmt.Errorf("pgtest: pg_hba.conf: %w", err)
+	}
+	return nil
 }
 
 // dropRootPrivileges: initdb and postgres refuse to run as root, so when the tests run

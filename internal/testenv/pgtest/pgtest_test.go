@@ -105,6 +105,49 @@ func TestStartStandbyStreamsAndIsReadOnly(t *testing.T) {
 	}
 }
 
+// TestHBAFirstMakesARoleUseItsPassword proves HBAFirst lines win over initdb's trust
+// of loopback: the named role needs its password, which stops working once changed,
+// and the superuser is still trusted.
+func TestHBAFirstMakesARoleUseItsPassword(t *testing.T) {
+	srv, err := Start(Options{HBAFirst: []string{"host all pwuser 127.0.0.1/32 scram-sha-256"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	super, err := sql.Open("postgres", srv.DSN("postgres"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer super.Close()
+	if _, err := super.Exec(`CREATE ROLE pwuser LOGIN PASSWORD 'first'`); err != nil {
+		t.Fatal(err)
+	}
+	login := func(password string) error {
+		dsn := strings.Replace(srv.DSN("postgres"), "postgres://postgres@", "postgres://pwuser:"+password+"@", 1)
+		db, err := sql.Open("postgres", dsn)
+		if err != nil {
+			return err
+		}
+		defer db.Close()
+		return db.Ping()
+	}
+	if err := login("first"); err != nil {
+		t.Fatalf("login with the password: %v", err)
+	}
+	if err := login("wrong"); err == nil || !strings.Contains(err.Error(), "password authentication failed") {
+		t.Fatalf("login with a wrong password: %v, want password authentication failed", err)
+	}
+	if _, err := super.Exec(`ALTER ROLE pwuser PASSWORD 'second'`); err != nil {
+		t.Fatal(err)
+	}
+	if err := login("first"); err == nil {
+		t.Fatal("the old password still logs in")
+	}
+	if err := login("second"); err != nil {
+		t.Fatalf("login with the new password: %v", err)
+	}
+}
+
 // TestServerIsTheRequestedVersion: with PG_VERSION set the server that answers is that
 // major version (not Debian's default), and without it the one binDir holds.
 func TestServerIsTheRequestedVersion(t *testing.T) {

@@ -1,0 +1,78 @@
+package plugin
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// traceAggregate prints an aggregate's rows per pipeline that has any. Archived rows
+// are not listed: the archive is indexed by event_id only, and scanning it could
+// take minutes.
+func (c *traceCmd) traceAggregate(ctx context.Context, s *session, pipes pipelineSet, ta traceArgs) error {
+	found, skipped := 0, 0
+	for _, p := range pipes.items {
+		db, table, err := pipelineDB(ctx, s, p, c.timeout)
+		if err == nil {
+			var rows []eventRow
+			err = db.read(ctx, func(ctx context.Context, tx *sql.Tx) error {
+				var err error
+				rows, err = aggregateRows(ctx, tx, table, ta.aggType, ta.aggID, c.limit)
+				return err
+			})
+			db.Close()
+			if errors.Is(err, errTableMissing) {
+				err = tableMissing(p, table)
+			}
+			if err == nil && len(rows) > 0 {
+				found++
+				renderAggregate(c.out, p.Namespace+"/"+p.Name, table.String(), ta, rows, c.limit)
+			}
+		}
+		if err != nil {
+			if pipes.explicit {
+				return err
+			}
+			skipped++
+			fmt.Fprintf(c.warn, "warning: skipped %s\n", oneLine(err.Error()))
+		}
+	}
+	if found == 0 {
+		return aggregateNotFound(pipes, ta, skipped)
+	}
+	return nil
+}
+
+func aggregateNotFound(pipes pipelineSet, ta traceArgs, skipped int) error {
+	agg := ta.aggType + "/" + ta.aggID
+	if pipes.explicit {
+		p := pipes.items[0]
+		return fmt.Errorf("aggregate %s has no rows in table %s of pipeline %q (archived rows are not searched)", agg, tableName(p), p.Name)
+	}
+	if skipped == len(pipes.items) {
+		return fmt.Errorf("could not search any pipeline of namespace %q for aggregate %s (warnings above)", pipes.namespace, agg)
+	}
+	msg := fmt.Sprintf("aggregate %s has no rows in the tables of the %d pipelines in namespace %q (archived rows are not searched)",
+		agg, len(pipes.items), pipes.namespace)
+	if skipped > 0 {
+		msg += fmt.Sprintf("; %d of them could not be searched (warnings above)", skipped)
+	}
+	return errors.New(msg)
+}
+
+func renderAggregate(out io.Writer, pipeline, table string, ta traceArgs, rows []eventRow, limit int) {
+	fmt.Fprintf(out, "AGGREGATE %s/%s  pipeline %s  table %s", ta.aggType, ta.aggID, pipeline, table)
+	if len(rows) == limit {
+		fmt.Fprintf(out, "  (newest %d versions; --limit shows more)", limit)
+	}
+	fmt.Fprintln(out)
+	t := newTable(out, "VERSION", "EVENT ID", "EVENT TYPE", "STATUS", "ATTEMPTS", "LAST ERROR", "CREATED", "SENT")
+	for _, r := range rows {
+		t.row(itoa(r.AggregateVersion), r.EventID, r.EventType, r.Status, itoa(r.RetryCount),
+			r.LastErrorCode.String, timestamp(r.CreatedAt), timestamp(r.SentAt.Time))
+	}
+	_ = t.flush()
+	fmt.Fprintln(out)
+}

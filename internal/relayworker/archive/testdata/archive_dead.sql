@@ -1,0 +1,5 @@
+-- moveBatch, archive mode, DEAD rows by updated_at
+WITH v AS (SELECT event_id FROM "public"."outbox_event" WHERE status = $1 AND updated_at < now() - make_interval(secs => $2) ORDER BY updated_at LIMIT $3 FOR UPDATE SKIP LOCKED),
+moved AS (DELETE FROM "public"."outbox_event" o USING v WHERE o.event_id = v.event_id AND o.status = $1 RETURNING o.*)
+INSERT INTO "public"."outbox_event_archive" (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload, headers, status, owner_token, lease_until, retry_count, next_retry_at, last_error_code, last_error_message, created_at, sent_at, updated_at, broker_partition, broker_offset, archived_at)
+SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload, headers, status, owner_token, lease_until, retry_count, next_retry_at, last_error_code, last_error_message, created_at, sent_at, updated_at, broker_partition, broker_offset, now() FROM moved

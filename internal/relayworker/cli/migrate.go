@@ -1,0 +1,43 @@
+package cli
+
+import (
+	"context"
+	"io"
+
+	"github.com/go-logr/logr"
+
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/config"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+var migrateCommand = command{
+	name:    "migrate",
+	summary: "create or complete the outbox table, indexes and side tables (idempotent)",
+	parse: func(args []string, getenv config.Getenv) (runner, error) {
+		cfg, err := config.ParseMigrate(args, getenv)
+		if err != nil {
+			return nil, err
+		}
+		return func(ctx context.Context, stderr io.Writer) error {
+			return migrate(ctx, cfg, newLogger(stderr, cfg.LogLevel, cfg.Pipeline, ""))
+		}, nil
+	},
+}
+
+// migrate runs the idempotent DDL (schema.Migrate) on the primary.
+func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
+	db, err := openDB(ctx, cfg.DSN, 2)
+	if err != nil {
+		return err
+	}
+	defer db.Close()
+	if err := store.CheckPrimary(ctx, db); err != nil {
+		return err
+	}
+	if err := schema.Migrate(ctx, db, cfg.T, migrateOptions(cfg)); err != nil {
+		return err
+	}
+	log.Info("outbox table migrated", "table", cfg.T.String(), "notifyTrigger", cfg.NotifyTrigger)
+	return nil
+}

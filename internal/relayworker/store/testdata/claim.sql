@@ -1,0 +1,64 @@
+-- Claim (polling): token worker-1/0123456789abcdef, 500 rows, lease 30s
+SET LOCAL enable_bitmapscan = off; WITH exp AS (
+    SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM "public"."outbox_event" o
+    WHERE o.status = 'SENDING' AND o.next_retry_at <= now() AND NOT EXISTS (SELECT 1 FROM "public"."outbox_event" p
+        WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id
+          AND p.aggregate_version < o.aggregate_version
+          AND p.status IN ('PENDING', 'SENDING', 'RETRY')
+          AND (p.next_retry_at > now()
+               OR ((CASE p.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), p.next_retry_at, p.created_at, p.ctid) > ((CASE o.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), o.next_retry_at, o.created_at, o.ctid))
+        OFFSET 0)
+    ORDER BY o.next_retry_at, o.created_at
+    LIMIT 500
+    FOR UPDATE SKIP LOCKED
+), ret AS (
+    SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM "public"."outbox_event" o
+    WHERE o.status = 'RETRY' AND o.next_retry_at <= now() AND NOT EXISTS (SELECT 1 FROM "public"."outbox_event" p
+        WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id
+          AND p.aggregate_version < o.aggregate_version
+          AND p.status IN ('PENDING', 'SENDING', 'RETRY')
+          AND (p.next_retry_at > now()
+               OR ((CASE p.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), p.next_retry_at, p.created_at, p.ctid) > ((CASE o.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), o.next_retry_at, o.created_at, o.ctid))
+        OFFSET 0)
+    ORDER BY o.next_retry_at, o.created_at
+    LIMIT 500
+    FOR UPDATE SKIP LOCKED
+), pen AS (
+    SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.status FROM "public"."outbox_event" o
+    WHERE o.status = 'PENDING' AND o.next_retry_at <= now() AND NOT EXISTS (SELECT 1 FROM "public"."outbox_event" p
+        WHERE p.aggregate_type = o.aggregate_type AND p.aggregate_id = o.aggregate_id
+          AND p.aggregate_version < o.aggregate_version
+          AND p.status IN ('PENDING', 'SENDING', 'RETRY')
+          AND (p.next_retry_at > now()
+               OR ((CASE p.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), p.next_retry_at, p.created_at, p.ctid) > ((CASE o.status WHEN 'SENDING' THEN 0 WHEN 'RETRY' THEN 1 ELSE 2 END), o.next_retry_at, o.created_at, o.ctid))
+        OFFSET 0)
+    ORDER BY o.next_retry_at, o.created_at
+    LIMIT 500
+    FOR UPDATE SKIP LOCKED
+), cand AS (
+    -- CTE scans run on demand: once the batch came from exp and ret, pen is not read on.
+    SELECT * FROM (SELECT * FROM exp UNION ALL SELECT * FROM ret UNION ALL SELECT * FROM pen) u LIMIT 500
+), ok AS (
+    SELECT c.event_id, c.status = 'SENDING' AS expired
+    FROM cand c
+    WHERE NOT EXISTS (SELECT 1 FROM "public"."outbox_event" p
+        WHERE p.aggregate_type = c.aggregate_type AND p.aggregate_id = c.aggregate_id
+          AND p.aggregate_version < c.aggregate_version
+          AND p.status IN ('PENDING', 'SENDING', 'RETRY')
+          AND p.event_id NOT IN (SELECT event_id FROM cand) OFFSET 0)
+), durability AS (
+    -- The claim's commit need not wait for its WAL flush: a claim lost in a crash
+    -- only hands its rows back as they were (PENDING/RETRY), so they are published
+    -- again (a duplicate, never a loss). Every mark stays a synchronous commit, and
+    -- flushes the claim's WAL with its own.
+    SELECT set_config('synchronous_commit', 'off', true) AS v
+)
+UPDATE "public"."outbox_event" t
+SET status = 'SENDING', owner_token = 'worker-1/0123456789abcdef',
+    lease_until = now() + '30000 milliseconds'::interval, next_retry_at = now() + '30000 milliseconds'::interval,
+    updated_at = now()
+FROM ok, durability
+WHERE t.event_id = ok.event_id AND t.event_id = ANY (ARRAY(SELECT event_id FROM ok))
+RETURNING t.event_id, t.aggregate_type, t.aggregate_id, t.aggregate_version, t.event_type,
+    t.event_version, t.destination, t.message_key, t.payload, t.headers, t.retry_count,
+    t.created_at, EXTRACT(EPOCH FROM now() - t.created_at)::float8, ok.expired

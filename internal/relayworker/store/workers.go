@@ -1,0 +1,88 @@
+// workers.go: the worker-status table (schema.WorkersDDL) where each relay reports
+// whether it can reach the brokers, and the release of the rows a paused worker parked.
+
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// ErrNoWorkersTable means the table was migrated by a version without the
+// worker-status table; the relay runs on without reporting (the next migrate adds it).
+var ErrNoWorkersTable = errors.New("worker-status table missing (run `relayworker migrate`)")
+
+// ReportWorker upserts the worker's row: broker state and heartbeat (database clock).
+// broker_down_since keeps the start of an ongoing outage.
+func (s *Store) ReportWorker(ctx context.Context, workerID string, brokerUp bool, code string) error {
+	s.Statements.Add(1)
+	_, err := s.db.ExecContext(ctx, reportWorkerSQL(s.t), workerID, brokerUp, code)
+	return workersErr("report worker state", err)
+}
+
+func reportWorkerSQL(t pgident.Table) string {
+	return `INSERT INTO ` + t.WithSuffix(schema.WorkersSuffix).Qualified() + ` AS w
+    (worker_id, broker_up, broker_down_since, broker_error_code)
+VALUES ($1, $2, CASE WHEN $2 THEN NULL ELSE now() END, NULLIF($3, ''))
+ON CONFLICT (worker_id) DO UPDATE SET
+    broker_up = EXCLUDED.broker_up,
+    broker_down_since = CASE WHEN EXCLUDED.broker_up THEN NULL ELSE COALESCE(w.broker_down_since, now()) END,
+    broker_error_code = EXCLUDED.broker_error_code,
+    heartbeat_at = now()`
+}
+
+// RemoveWorker deletes the worker's row (clean shutdown).
+func (s *Store) RemoveWorker(ctx context.Context, workerID string) error {
+	s.Statements.Add(1)
+	_, err := s.db.ExecContext(ctx, removeWorkerSQL(s.t), workerID)
+	return workersErr("remove worker state", err)
+}
+
+func removeWorkerSQL(t pgident.Table) string {
+	return `DELETE FROM ` + t.WithSuffix(schema.WorkersSuffix).Qualified() + ` WHERE worker_id = $1`
+}
+
+func workersErr(what string, err error) error {
+	if err == nil {
+		return nil
+	}
+	if pgerr.IsUndefinedTable(err) {
+		return ErrNoWorkersTable
+	}
+	return fmt.Errorf("%s: %w", what, err)
+}
+
+// ReleaseParked makes claimable now the RETRY rows a paused worker parked: the rows
+// it marked RETRY with a broker error code while the outage began (a batch that partly
+// failed as the brokers went away). ids[i] was marked under tokens[i]; a RETRY row
+// keeps the owner token of the batch that marked it until it is claimed again, so the
+// pair matches only that very mark: rows of other workers, rows claimed again since,
+// SENT or DEAD rows are left alone. Attempts already counted stay counted. It returns
+// the number of rows released.
+func (s *Store) ReleaseParked(ctx context.Context, ids, tokens []string) (int64, error) {
+	if len(ids) == 0 {
+		return 0, nil
+	}
+	if len(ids) != len(tokens) {
+		return 0, fmt.Errorf("release parked rows: %d ids but %d tokens", len(ids), len(tokens))
+	}
+	s.Statements.Add(1)
+	res, err := s.db.ExecContext(ctx, releaseParkedSQL(s.t), pq.Array(ids), pq.Array(tokens))
+	if err != nil {
+		return 0, fmt.Errorf("release parked rows: %w", err)
+	}
+	return res.RowsAffected()
+}
+
+func releaseParkedSQL(t pgident.Table) string {
+	return `UPDATE ` + t.Qualified() + ` t SET next_retry_at = now(), updated_at = now()
+FROM unnest($1::text[], $2::text[]) AS u(id, tok)
+WHERE t.event_id = u.id AND t.owner_token = u.tok AND t.status = 'RETRY' AND t.next_retry_at > now()`
+}

@@ -1,0 +1,2 @@
+-- an example
+SELECT 1
