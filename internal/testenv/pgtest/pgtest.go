@@ -368,6 +368,9 @@ func (s *Server) start() error {
 		"-c", "max_connections=" + strconv.Itoa(s.opts.MaxConnections),
 		"-c", "shared_buffers=128MB",
 		"-c", "log_min_messages=warning",
+		// PostgreSQL 13 stores new passwords as md5 by default, which a scram-sha-256
+		// HBA line (HBAFirst) refuses; 14+ default to scram. md5 lines accept scram.
+		"-c", "password_encryption=scram-sha-256",
 	}
 	for _, kv := range s.opts.Settings {
 		args = append(args, "-c", kv)
