@@ -37,7 +37,7 @@ const answerGrace = time.Second
 var ErrDatabaseUnresponsive = errors.New("database unresponsive")
 
 // Read runs read on the pool of dsn's database for key, in one of its read slots
-// (GetRead), unless the database is unresponsive. A read that timed out, while ctx
+// (takeSlot), unless the database is unresponsive. A read that timed out, while ctx
 // itself is live, has the database pinged; an unanswered ping makes every read of it
 // fail at once for failFastFor, this one included.
 func (p *Pools) Read(ctx context.Context, key, dsn string, read func(*sql.DB) error) error {
