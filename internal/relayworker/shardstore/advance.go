@@ -36,6 +36,9 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 	for i, h := range a.Holds {
 		ids[i], states[i], attempts[i], delays[i], codes[i], msgs[i] = h.EventID, h.State, int64(h.Attempts), h.RetryIn.Milliseconds(), h.Code, h.Message
 	}
+	if a.Offsets == nil {
+		a.Offsets = []int64{} // an empty array, not NULL
+	}
 	parts := make([]int64, len(a.Partitions))
 	for i, p := range a.Partitions {
 		parts[i] = int64(p)
