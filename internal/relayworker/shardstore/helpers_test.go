@@ -153,12 +153,16 @@ func (w *worker) publishAndAdvance(b Batch) (Batch, Advanced) {
 	w.f.t.Helper()
 	results := make([]Result, len(b.Events))
 	a := Advance{Windows: b.Windows}
+	stopped := map[AggregateKey]bool{} // the relay never publishes past a failed version
 	for i, e := range b.Events {
-		if e.Held {
+		if e.Held || stopped[e.Key()] {
 			results[i] = Result{Outcome: Unsent}
 			continue
 		}
 		results[i] = w.outcome(e)
+		if results[i].Outcome == Failed {
+			stopped[e.Key()] = true
+		}
 		if results[i].Outcome == Sent {
 			w.published = append(w.published, e)
 			a.Partitions, a.Offsets = append(a.Partitions, int32(e.Shard)%3), append(a.Offsets, e.Seq)

@@ -60,7 +60,9 @@ func TestShardsRebalanceAcross1To3To2Workers(t *testing.T) {
 			seq++
 		}
 	}
-	all := func() []Event { return append(append(append([]Event{}, a.published...), b.published...), c.published...) }
+	all := func() []Event {
+		return append(append(append([]Event{}, a.published...), b.published...), c.published...)
+	}
 
 	// One worker takes every shard.
 	a.rebalance()
