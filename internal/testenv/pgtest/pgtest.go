@@ -56,6 +56,12 @@ type Options struct {
 // (Options.Settings): the relay's CDC mode and its tests.
 var LogicalReplication = []string{"wal_level=logical", "max_replication_slots=20", "max_wal_senders=20"}
 
+// PreparedTransactions are the settings a server needs for PREPARE TRANSACTION
+// (Options.Settings): the default max_prepared_transactions=0 refuses it, and the v2
+// contract's tests prepare producer transactions to show their rows wait for COMMIT
+// PREPARED.
+var PreparedTransactions = []string{"max_prepared_transactions=10"}
+
 // Server is one private PostgreSQL instance.
 type Server struct {
 	Port int
@@ -156,8 +162,11 @@ type TB interface {
 
 // Main is a whole TestMain: it starts a private server into *srv, runs the package's
 // tests, stops the server and exits with the tests' status.
-func Main(m interface{ Run() int }, srv **Server) {
-	s, err := Start(Options{})
+func Main(m interface{ Run() int }, srv **Server) { MainWith(m, srv, Options{}) }
+
+// MainWith is Main with the server started with opts.
+func MainWith(m interface{ Run() int }, srv **Server, opts Options) {
+	s, err := Start(opts)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)

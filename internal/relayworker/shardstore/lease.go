@@ -1,0 +1,316 @@
+// lease.go: shard leases. A worker heartbeats in the workers table (that is what
+// "live" means for the fair share), renews what it holds, gives up shards over its
+// share at a window boundary, and takes free or expired shards under a fresh token
+// per acquisition. One owner per shard is the column itself: shard.owner holds one
+// token, and every write a worker makes for a shard is fenced by it.
+
+package shardstore
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// Leases is the set of shards a worker holds, each under the token it was acquired
+// with. The zero value holds nothing. It is not safe for concurrent use: the relay
+// loop owns it.
+type Leases struct{ byShard map[int16]string }
+
+// Token is the token the worker holds shard under ("" and false when it does not).
+func (l *Leases) Token(shard int16) (string, bool) {
+	tok, ok := l.byShard[shard]
+	return tok, ok
+}
+
+// Len is how many shards the worker holds.
+func (l *Leases) Len() int { return len(l.byShard) }
+
+// Shards are the held shards in ascending order.
+func (l *Leases) Shards() []int16 {
+	out := make([]int16, 0, len(l.byShard))
+	for s := range l.byShard {
+		out = append(out, s)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
+	return out
+}
+
+// Tokens are the distinct tokens the worker holds shards under (Read's argument).
+func (l *Leases) Tokens() []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, s := range l.Shards() {
+		if tok := l.byShard[s]; !seen[tok] {
+			seen[tok] = true
+			out = append(out, tok)
+		}
+	}
+	return out
+}
+
+// List is the leases in shard order.
+func (l *Leases) List() []Lease {
+	out := make([]Lease, 0, len(l.byShard))
+	for _, s := range l.Shards() {
+		out = append(out, Lease{Shard: s, Token: l.byShard[s]})
+	}
+	return out
+}
+
+// Drop forgets shards (after an advance or settle said their leases are lost).
+func (l *Leases) Drop(shards ...int16) {
+	for _, s := range shards {
+		delete(l.byShard, s)
+	}
+}
+
+func (l *Leases) set(shard int16, token string) {
+	if l.byShard == nil {
+		l.byShard = map[int16]string{}
+	}
+	l.byShard[shard] = token
+}
+
+func (l *Leases) mine(token string) bool {
+	for _, t := range l.byShard {
+		if t == token {
+			return true
+		}
+	}
+	return false
+}
+
+// Rebalance is one lease round, run when the worker starts and then every lease/3,
+// between batches: heartbeat, renew what l holds (dropping what was lost), read the
+// shard rows, PlanLeases, release shards over the share, take missing ones under a
+// fresh token. It returns the plan it applied.
+func (s *Store) Rebalance(ctx context.Context, l *Leases) (LeasePlan, error) {
+	if err := s.Heartbeat(ctx); err != nil {
+		return LeasePlan{}, err
+	}
+	if err := s.Renew(ctx, l); err != nil {
+		return LeasePlan{}, err
+	}
+	rows, live, err := s.LeaseState(ctx)
+	if err != nil {
+		return LeasePlan{}, err
+	}
+	plan := PlanLeases(rows, l.mine, live)
+	if len(plan.Release) > 0 {
+		if _, err := s.Release(ctx, l, plan.Release); err != nil {
+			return plan, err
+		}
+	}
+	if plan.Take > 0 {
+		if _, err := s.Acquire(ctx, l, plan.Take); err != nil {
+			return plan, err
+		}
+	}
+	return plan, nil
+}
+
+// Heartbeat says this worker is live (database clock).
+func (s *Store) Heartbeat(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, heartbeatSQL(s.t), s.workerID); err != nil {
+		return fmt.Errorf("heartbeat: %w", err)
+	}
+	return nil
+}
+
+func heartbeatSQL(t pgident.Table) string {
+	return `INSERT INTO ` + side(t, schema.WorkersSuffix) + ` AS w (worker_id) VALUES ($1)
+ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now()`
+}
+
+// LeaseState reads every shard row and how many workers are live (heartbeat within
+// a lease).
+func (s *Store) LeaseState(ctx context.Context) ([]ShardLease, int, error) {
+	rows, err := s.db.QueryContext(ctx, leaseStateSQL(s.t), s.interval())
+	if err != nil {
+		return nil, 0, fmt.Errorf("read the shard leases: %w", err)
+	}
+	defer rows.Close()
+	var out []ShardLease
+	live := 0
+	for rows.Next() {
+		var r ShardLease
+		if err := rows.Scan(&live, &r.Shard, &r.Owner, &r.Expired, &r.AtBoundary); err != nil {
+			return nil, 0, fmt.Errorf("read the shard leases: %w", err)
+		}
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, 0, fmt.Errorf("read the shard leases: %w", err)
+	}
+	return out, live, nil
+}
+
+func leaseStateSQL(t pgident.Table) string {
+	return `SELECT (SELECT count(*) FROM ` + side(t, schema.WorkersSuffix) + ` WHERE heartbeat_at > now() - $1::interval)::int,
+       s.shard, COALESCE(s.owner, ''), COALESCE(s.lease_until < now(), true), s.pos IS NULL
+FROM ` + side(t, schema.ShardSuffix) + ` s ORDER BY s.shard`
+}
+
+// Acquire takes up to n free or expired shards under one fresh token and adds them
+// to l; it returns how many it took. Concurrent acquirers skip each other's rows.
+func (s *Store) Acquire(ctx context.Context, l *Leases, n int) (int, error) {
+	tok, err := s.newToken()
+	if err != nil {
+		return 0, err
+	}
+	rows, err := s.db.QueryContext(ctx, acquireSQL(s.t), tok, s.interval(), n)
+	if err != nil {
+		return 0, fmt.Errorf("acquire shards: %w", err)
+	}
+	defer rows.Close()
+	took := 0
+	for rows.Next() {
+		var shard int16
+		if err := rows.Scan(&shard); err != nil {
+			return took, fmt.Errorf("acquire shards: %w", err)
+		}
+		l.set(shard, tok)
+		took++
+	}
+	if err := rows.Err(); err != nil {
+		return took, fmt.Errorf("acquire shards: %w", err)
+	}
+	return took, nil
+}
+
+// acquireSQL: $1 the fresh token, $2 the lease, $3 how many. The cursor columns
+// stay: the new owner goes on where the last one advanced to.
+func acquireSQL(t pgident.Table) string {
+	sh := side(t, schema.ShardSuffix)
+	return `UPDATE ` + sh + ` s SET owner = $1, lease_until = now() + $2::interval
+FROM (SELECT shard FROM ` + sh + ` WHERE owner IS NULL OR lease_until < now()
+      ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED) f
+WHERE s.shard = f.shard AND (s.owner IS NULL OR s.lease_until < now())
+RETURNING s.shard`
+}
+
+// Renew extends every lease l holds and drops from l the shards whose token no
+// longer holds them (taken over after the lease ran out).
+func (s *Store) Renew(ctx context.Context, l *Leases) error {
+	if l.Len() == 0 {
+		return nil
+	}
+	held := l.List()
+	shards, tokens := leaseArrays(held)
+	rows, err := s.db.QueryContext(ctx, renewSQL(s.t), pq.Array(shards), pq.Array(tokens), s.interval())
+	if err != nil {
+		return fmt.Errorf("renew shard leases: %w", err)
+	}
+	defer rows.Close()
+	kept := map[int16]bool{}
+	for rows.Next() {
+		var shard int16
+		if err := rows.Scan(&shard); err != nil {
+			return fmt.Errorf("renew shard leases: %w", err)
+		}
+		kept[shard] = true
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("renew shard leases: %w", err)
+	}
+	for _, h := range held {
+		if !kept[h.Shard] {
+			l.Drop(h.Shard)
+		}
+	}
+	return nil
+}
+
+func renewSQL(t pgident.Table) string {
+	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lease_until = now() + $3::interval
+FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
+WHERE s.shard = u.shard AND s.owner = u.token
+RETURNING s.shard`
+}
+
+// Release gives up shards (of l) that are at a window boundary and removes them from
+// l; it returns the shards released. A shard whose window is being read in parts
+// stays (a later round releases it).
+func (s *Store) Release(ctx context.Context, l *Leases, shards []int16) ([]int16, error) {
+	var give []Lease
+	for _, sh := range shards {
+		if tok, ok := l.Token(sh); ok {
+			give = append(give, Lease{Shard: sh, Token: tok})
+		}
+	}
+	return s.release(ctx, l, give, releaseSQL(s.t))
+}
+
+func releaseSQL(t pgident.Table) string {
+	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET owner = NULL, lease_until = NULL
+FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
+WHERE s.shard = u.shard AND s.owner = u.token AND s.pos IS NULL
+RETURNING s.shard`
+}
+
+// ReleaseAll gives up every shard of l, mid-window or not (the cursor keeps pos and
+// hi_tick, so the next owner goes on from there), and deletes the worker's heartbeat
+// row: a clean shutdown, after the last advance. Its shards are free at once instead
+// of after a lease.
+func (s *Store) ReleaseAll(ctx context.Context, l *Leases) error {
+	if _, err := s.release(ctx, l, l.List(), releaseAllSQL(s.t)); err != nil {
+		return err
+	}
+	l.byShard = nil // what was not released was lost already
+	if _, err := s.db.ExecContext(ctx, leaveSQL(s.t), s.workerID); err != nil {
+		return fmt.Errorf("remove the worker's heartbeat: %w", err)
+	}
+	return nil
+}
+
+func releaseAllSQL(t pgident.Table) string {
+	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET owner = NULL, lease_until = NULL
+FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
+WHERE s.shard = u.shard AND s.owner = u.token
+RETURNING s.shard`
+}
+
+func leaveSQL(t pgident.Table) string {
+	return `DELETE FROM ` + side(t, schema.WorkersSuffix) + ` WHERE worker_id = $1`
+}
+
+func (s *Store) release(ctx context.Context, l *Leases, give []Lease, q string) ([]int16, error) {
+	if len(give) == 0 {
+		return nil, nil
+	}
+	shards, tokens := leaseArrays(give)
+	rows, err := s.db.QueryContext(ctx, q, pq.Array(shards), pq.Array(tokens))
+	if err != nil {
+		return nil, fmt.Errorf("release shards: %w", err)
+	}
+	defer rows.Close()
+	var out []int16
+	for rows.Next() {
+		var shard int16
+		if err := rows.Scan(&shard); err != nil {
+			return out, fmt.Errorf("release shards: %w", err)
+		}
+		out = append(out, shard)
+	}
+	if err := rows.Err(); err != nil {
+		return out, fmt.Errorf("release shards: %w", err)
+	}
+	l.Drop(out...)
+	return out, nil
+}
+
+// leaseArrays splits leases into the shard and token arrays the statements unnest.
+func leaseArrays(ls []Lease) ([]int64, []string) {
+	shards := make([]int64, len(ls))
+	tokens := make([]string, len(ls))
+	for i, x := range ls {
+		shards[i], tokens[i] = int64(x.Shard), x.Token
+	}
+	return shards, tokens
+}

@@ -1,0 +1,34 @@
+package shardstore
+
+import (
+	"testing"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/golden"
+)
+
+// TestStatementsMatchGoldenFiles: every statement the v2 relay sends, as it sends it,
+// is in testdata/<name>.sql (rewrite them with -update), so a change to one reviews
+// as an SQL diff.
+func TestStatementsMatchGoldenFiles(t *testing.T) {
+	tb := pgident.Table{Schema: "public", Name: "outbox_event"}
+	golden.Statements(t, []golden.Statement{
+		{Name: "tick_lock", About: "Tick, 1st statement: $1 the tick lock's key; returns seq_before", SQL: tickLockSQL(tb)},
+		{Name: "tick", About: "Tick, 2nd statement: $1 seq_before; records the tick only when needed", SQL: tickSQL(tb)},
+		{Name: "tick_close_idle", About: "Tick, 3rd statement: $1 close empty windows whose lo_tick is below it", SQL: closeIdleSQL(tb)},
+		{Name: "tick_trim", About: "Tick, 4th statement: trim the ticks below every lo_tick", SQL: trimTicksSQL(tb)},
+		{Name: "read", About: "Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard",
+			SQL: readSQL(tb, schema.DefaultShards)},
+		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9; hold rows $10-$15", SQL: advanceSQL(tb)},
+		{Name: "due_holds", About: "DueHolds: $1 tokens, $2 how many", SQL: dueHoldsSQL(tb)},
+		{Name: "settle", About: "Settle: per row $1 event id, $2 token, $3 delete, $4 state, $5 count, $6 delay ms, $7 code, $8 message", SQL: settleSQL(tb)},
+		{Name: "heartbeat", About: "Heartbeat: $1 worker id", SQL: heartbeatSQL(tb)},
+		{Name: "lease_state", About: "LeaseState: $1 the lease (live = heartbeat within it)", SQL: leaseStateSQL(tb)},
+		{Name: "acquire", About: "Acquire: $1 fresh token, $2 lease, $3 how many", SQL: acquireSQL(tb)},
+		{Name: "renew", About: "Renew: $1 shards, $2 their tokens, $3 lease", SQL: renewSQL(tb)},
+		{Name: "release", About: "Release: $1 shards, $2 their tokens; at a window boundary only", SQL: releaseSQL(tb)},
+		{Name: "release_all", About: "ReleaseAll: $1 shards, $2 their tokens", SQL: releaseAllSQL(tb)},
+		{Name: "leave", About: "ReleaseAll, then: $1 worker id", SQL: leaveSQL(tb)},
+	})
+}

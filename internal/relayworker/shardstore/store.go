@@ -1,0 +1,110 @@
+// Package shardstore holds every SQL statement the v2 relay runs against a table of
+// contract v2 (docs/contract-v2.md): the tick (tick.go), the shard leases
+// (lease.go), the window read (read.go), the fenced advance that writes the batch log
+// and the hold rows (advance.go), and the hold table's due read and settle (hold.go).
+// It is v1's store for the insert-only table: the relay never updates or deletes an
+// outbox row; its whole state is in the side tables, and every write to them is
+// fenced by a lease token.
+//
+// The decisions (fair share, which shards to take and give up, which events go to
+// the hold table and what a hold row becomes) are pure functions (share.go,
+// holdplan.go, windows.go). Table names only ever come from a validated
+// pgident.Table; time only ever from the database clock. Each statement, as sent, is
+// in testdata/<name>.sql (sql_test.go).
+package shardstore
+
+import (
+	"crypto/rand"
+	"database/sql"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// Options configure a Store.
+type Options struct {
+	// Table is a v2 outbox table (schema.VerifyV2 accepted it).
+	Table pgident.Table
+	// Shards is the table's shard count (schema.Contract.Shards).
+	Shards int
+	// WorkerID names this worker in the workers table and the batch log (the pod name).
+	WorkerID string
+	// Lease is how long an acquired or renewed shard lease lasts, and how recent a
+	// worker's heartbeat must be for it to count as live; 0 means contract.DefaultLease.
+	Lease time.Duration
+}
+
+// Store runs the v2 statements for one worker. Read uses a connection of its own
+// (the planner settings it needs are per connection); the rest use the pool. It is
+// safe for concurrent use, but the windows and hold rows of a shard must be driven by
+// one loop: read, publish and advance of a shard do not overlap, and Rebalance runs
+// between batches.
+type Store struct {
+	db       *sql.DB
+	t        pgident.Table
+	shards   int
+	workerID string
+	lease    time.Duration
+
+	mu   sync.Mutex // guards the read connection
+	conn *sql.Conn
+	read *sql.Stmt
+}
+
+// New checks the options; it does not touch the database.
+func New(db *sql.DB, o Options) (*Store, error) {
+	if err := schema.ValidShards(o.Shards); err != nil {
+		return nil, fmt.Errorf("shard store for %s: %w", o.Table, err)
+	}
+	if o.WorkerID == "" {
+		return nil, errors.New("shard store: empty worker id")
+	}
+	if o.Lease == 0 {
+		o.Lease = contract.DefaultLease
+	}
+	if o.Lease < time.Second {
+		return nil, fmt.Errorf("shard store: lease %s is shorter than a second", o.Lease)
+	}
+	return &Store{db: db, t: o.Table, shards: o.Shards, workerID: o.WorkerID, lease: o.Lease}, nil
+}
+
+// Close releases the read connection (the pool is the caller's).
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dropReadConn()
+}
+
+// interval is the lease as a PostgreSQL interval parameter.
+func (s *Store) interval() string { return fmt.Sprintf("%d milliseconds", s.lease.Milliseconds()) }
+
+// newToken is a fresh lease token: the worker id and 64 random bits, so a stalled
+// process holding an old token can never match a lease taken again since.
+func (s *Store) newToken() (string, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return "", fmt.Errorf("lease token: %w", err)
+	}
+	return s.workerID + "/" + hex.EncodeToString(b[:]), nil
+}
+
+// side names a side table of the store's outbox table, quoted.
+func side(t pgident.Table, suffix string) string { return t.WithSuffix(suffix).Qualified() }
+
+// quoteLiteral quotes a string as an SQL literal (for the sequence's name).
+func quoteLiteral(s string) string {
+	out := []byte{'\''}
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\'' {
+			out = append(out, '\'')
+		}
+		out = append(out, s[i])
+	}
+	return string(append(out, '\''))
+}

@@ -1,0 +1,33 @@
+-- Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9; hold rows $10-$15
+WITH u AS (
+    SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(shard, token, last_seq, hi_tick, done)
+), adv AS (
+    UPDATE "public"."outbox_event_shard" s
+    SET lo_tick = CASE WHEN u.done THEN u.hi_tick ELSE s.lo_tick END,
+        hi_tick = CASE WHEN u.done THEN NULL ELSE u.hi_tick END,
+        pos = CASE WHEN u.done THEN NULL ELSE u.last_seq END,
+        lease_until = now() + $2::interval
+    FROM u
+    WHERE s.shard = u.shard AND s.owner = u.token
+    RETURNING s.shard, u.last_seq, u.hi_tick
+), held AS (
+    INSERT INTO "public"."outbox_event_hold" (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
+        event_version, destination, message_key, payload, headers, created_at, txid, seq, shard,
+        state, attempts, next_attempt_at, last_error_code, last_error_message)
+    SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+           o.event_version, o.destination, o.message_key, o.payload, o.headers, o.created_at, o.txid, o.seq, o.shard,
+           x.state, x.attempts, now() + x.delay_ms * interval '1 millisecond', NULLIF(x.code, ''), NULLIF(x.message, '')
+    FROM unnest($10::text[], $11::text[], $12::int[], $13::bigint[], $14::text[], $15::text[])
+         AS x(event_id, state, attempts, delay_ms, code, message)
+    JOIN "public"."outbox_event" o ON o.event_id = x.event_id
+    WHERE o.shard IN (SELECT shard FROM adv)
+    ON CONFLICT (event_id) DO NOTHING
+    RETURNING 1
+), log AS (
+    INSERT INTO "public"."outbox_event_batch" (owner, shards, last_seq, hi_tick, partitions, offsets)
+    SELECT $1, array_agg(shard), array_agg(last_seq), array_agg(hi_tick), $8::int[], $9::bigint[]
+    FROM adv HAVING count(*) > 0
+    RETURNING batch
+)
+SELECT COALESCE((SELECT array_agg(shard ORDER BY shard) FROM adv), '{}'),
+       (SELECT count(*) FROM held), COALESCE((SELECT batch FROM log), 0)

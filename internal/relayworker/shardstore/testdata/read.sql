@@ -1,0 +1,37 @@
+-- Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard
+WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
+w AS (
+    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
+           COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
+    FROM "public"."outbox_event_shard" s
+    JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
+    LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = s.hi_tick
+    CROSS JOIN nw
+    WHERE s.owner = ANY ($1::text[])
+    ORDER BY (s.shard - $3::int + 256) % 256
+)
+SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+       e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
+       (extract(epoch FROM now() - e.created_at) * 1e6)::bigint,
+       e.seq IS NOT NULL AND EXISTS (SELECT FROM "public"."outbox_event_hold" h
+           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
+             AND h.state IN ('RETRY', 'HELD'))
+FROM w CROSS JOIN LATERAL (
+    (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+            o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
+     FROM "public"."outbox_event" o
+     WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
+     ORDER BY o.seq LIMIT $2)
+    UNION ALL
+    (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+            o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
+     FROM "public"."outbox_event" o
+     WHERE o.shard = w.shard AND o.seq > GREATEST(w.pos, w.lo_seq) AND o.seq <= w.hi_seq
+       AND pg_visible_in_snapshot(o.txid, w.hi_snap) AND NOT pg_visible_in_snapshot(o.txid, w.lo_snap)
+     ORDER BY o.seq LIMIT $2)
+    UNION ALL
+    SELECT NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL WHERE w.pos IS NOT NULL
+) e
+LIMIT $2

@@ -1,0 +1,8 @@
+-- Tick, 2nd statement: $1 seq_before; records the tick only when needed
+INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT nw.tick + 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+       $1, COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0)
+FROM (SELECT tick, snap, seq_before FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1) nw
+WHERE $1 > nw.seq_before
+   OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
+RETURNING tick

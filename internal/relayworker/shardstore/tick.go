@@ -1,0 +1,105 @@
+// tick.go: the tick, the clock of every shard's windows. A tick records, under the
+// table's tick lock (so tick numbers ascend with their snapshots), the sequence's
+// last value read before a snapshot, the snapshot, and the last value read after it.
+
+package shardstore
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// IdleTicks is how many ticks an empty window may lag behind the newest one before
+// Tick closes it. Only a window with events is closed by its owner's advance, so
+// without this an idle shard would keep its lo_tick, and every tick after it, for
+// ever; closing after a few ticks bounds the tick table and costs one HOT update per
+// idle shard per IdleTicks ticks.
+const IdleTicks = 16
+
+// Tick records a tick if one is needed and reports its number and whether it
+// recorded one. A tick is needed when the sequence moved past the newest tick's
+// seq_before (a transaction that took its id after that tick's snapshot drew a
+// larger number; comparing with seq_after would miss one that drew it between the
+// snapshot and seq_after), or when a transaction that was running at the newest tick
+// has ended since (its rows become a window). So an idle table, even with a long
+// transaction open elsewhere, gets no ticks. It also closes windows that stayed
+// empty for IdleTicks ticks and deletes the ticks below every shard's lo_tick.
+// Several workers may call it; the lock serialises them.
+func (s *Store) Tick(ctx context.Context) (tick int64, recorded bool, err error) {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return 0, false, fmt.Errorf("tick: begin: %w", err)
+	}
+	defer tx.Rollback() //nolint:errcheck // no-op after commit
+	var before int64
+	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before); err != nil {
+		return 0, false, fmt.Errorf("tick: lock: %w", err)
+	}
+	err = tx.QueryRowContext(ctx, tickSQL(s.t), before).Scan(&tick)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil // not needed; the rollback ends the transaction
+	}
+	if err != nil {
+		return 0, false, fmt.Errorf("tick: record: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, closeIdleSQL(s.t), tick-IdleTicks); err != nil {
+		return 0, false, fmt.Errorf("tick: close idle windows: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, trimTicksSQL(s.t)); err != nil {
+		return 0, false, fmt.Errorf("tick: trim: %w", err)
+	}
+	if err := tx.Commit(); err != nil {
+		return 0, false, fmt.Errorf("tick: commit: %w", err)
+	}
+	return tick, true, nil
+}
+
+// seqName is the sequence as an SQL literal for pg_sequence_last_value.
+func seqName(t pgident.Table) string { return quoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified()) }
+
+// tickLockSQL takes the tick lock ($1 its key) and reads seq_before: before the
+// snapshot of the next statement (READ COMMITTED: each statement takes its own).
+func tickLockSQL(t pgident.Table) string {
+	return `SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) FROM pg_advisory_xact_lock(hashtext($1))`
+}
+
+// tickSQL records the tick ($1 seq_before) when it is needed (see Tick).
+func tickSQL(t pgident.Table) string {
+	tick := side(t, schema.TickSuffix)
+	return `INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT nw.tick + 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+       $1, COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0)
+FROM (SELECT tick, snap, seq_before FROM ` + tick + ` ORDER BY tick DESC LIMIT 1) nw
+WHERE $1 > nw.seq_before
+   OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
+RETURNING tick`
+}
+
+// closeIdleSQL moves lo_tick up to the newest tick for the shards whose window
+// (lo, newest] has no event and whose lo_tick is below $1; only at a window boundary
+// (pos NULL). Emptiness is checked over the whole new range, so no event can be
+// skipped whoever owns the shard and whatever it is doing: a window with events is
+// left to its owner.
+func closeIdleSQL(t pgident.Table) string {
+	tick := side(t, schema.TickSuffix)
+	return `WITH nw AS (SELECT tick, snap, seq_after FROM ` + tick + ` ORDER BY tick DESC LIMIT 1)
+UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lo_tick = nw.tick
+FROM nw, ` + tick + ` lo
+WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
+  AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
+                  WHERE o.shard = s.shard AND o.seq + 0 <= lo.seq_before
+                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap))))
+  AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
+                  WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
+                    AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))`
+}
+
+// trimTicksSQL deletes the ticks no window starts at or after any more.
+func trimTicksSQL(t pgident.Table) string {
+	return `DELETE FROM ` + side(t, schema.TickSuffix) + ` WHERE tick < (SELECT min(lo_tick) FROM ` + side(t, schema.ShardSuffix) + `)`
+}

@@ -1,0 +1,249 @@
+package shardstore
+
+import (
+	"database/sql"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+)
+
+// wantRead drains with w and checks which events it newly published (any order).
+func wantRead(t *testing.T, w *worker, when string, want ...string) {
+	t.Helper()
+	before := len(w.published)
+	w.drain(1) // batches of one: every window is read in parts
+	got := strings.Join(sortedIDs(w.published[before:]), ",")
+	if got != strings.Join(want, ",") {
+		t.Fatalf("%s: read [%s], want [%s]", when, got, strings.Join(want, ","))
+	}
+}
+
+func begin(t *testing.T, db *sql.DB) *sql.Tx {
+	t.Helper()
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback() })
+	return tx
+}
+
+func commit(t *testing.T, tx *sql.Tx) {
+	t.Helper()
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A transaction with a lower txid that commits a higher version of an aggregate
+// later is read in the window its commit falls in, not skipped; so is one with a
+// lower txid and a lower seq in the same shard (the loss of a "txid < xmin" or
+// "highest seq seen" cursor).
+func TestLateLowerTxidIsReadInALaterWindow(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w1")
+	w.rebalance()
+	aggs := f.sameShard(3)
+
+	// Lower txid, higher version.
+	early := begin(t, f.db)
+	if _, err := early.Exec(`SELECT pg_current_xact_id()`); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(f.db, "x-v1", aggs[0], 1) // higher txid, commits first
+	wantRead(t, w, "after v1", "x-v1")
+	f.insert(early, "x-v2", aggs[0], 2)
+	wantRead(t, w, "while v2's transaction is open")
+	commit(t, early)
+	wantRead(t, w, "after v2's late commit", "x-v2")
+
+	// Lower txid and lower seq, same shard, commits after a higher one was published.
+	late := begin(t, f.db)
+	f.insert(late, "late", aggs[1], 1)
+	f.insert(f.db, "later", aggs[2], 1)
+	wantRead(t, w, "after the higher one", "later")
+	commit(t, late)
+	wantRead(t, w, "after the late commit", "late")
+	var lower bool
+	if err := f.db.QueryRow(`SELECT a.txid < b.txid AND a.seq < b.seq AND a.shard = b.shard FROM ob a, ob b
+WHERE a.event_id = 'late' AND b.event_id = 'later'`).Scan(&lower); err != nil || !lower {
+		t.Fatalf("scenario: late has a lower txid and seq in the same shard: %v, %v", lower, err)
+	}
+	if err := f.db.QueryRow(`SELECT a.txid > b.txid FROM ob a, ob b WHERE a.event_id = 'x-v1' AND b.event_id = 'x-v2'`).Scan(&lower); err != nil || !lower {
+		t.Fatalf("scenario: v2 has the lower txid: %v, %v", lower, err)
+	}
+	f.checkDelivery(w.published)
+}
+
+// A long write transaction elsewhere in the cluster (it has a txid, no outbox row)
+// holds nothing back, and an idle table gets no ticks while it runs.
+func TestLongTransactionElsewhereDoesNotHoldReadsBack(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w1")
+	w.rebalance()
+	long := begin(t, f.db)
+	if _, err := long.Exec(`CREATE TEMP TABLE busy (x int); INSERT INTO busy VALUES (1)`); err != nil {
+		t.Fatal(err)
+	}
+	var want []string
+	for i := range 10 {
+		id := fmt.Sprintf("e%d", i)
+		f.insert(f.db, id, fmt.Sprintf("a%d", i%3), i/3+1)
+		want = append(want, id)
+	}
+	wantRead(t, w, "with a long transaction open", want...)
+	if _, rec, err := w.st.Tick(ctx); err != nil || rec {
+		t.Fatalf("tick on an idle table with a long transaction open: recorded %v, %v", rec, err)
+	}
+	commit(t, long)
+	wantRead(t, w, "after the long transaction")
+	f.checkDelivery(w.published)
+}
+
+// A prepared transaction's rows stay out of every window until COMMIT PREPARED,
+// then are read.
+func TestPreparedTransactionIsReadAfterCommitPrepared(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w1")
+	w.rebalance()
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(conn, "prepared", "p", 1)
+	if _, err := conn.ExecContext(ctx, `PREPARE TRANSACTION 'outbox_p1'`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.db.Exec(`ROLLBACK PREPARED 'outbox_p1'`) })
+	f.insert(f.db, "after", "q", 1)
+	wantRead(t, w, "while prepared", "after")
+	if _, err := f.db.Exec(`COMMIT PREPARED 'outbox_p1'`); err != nil {
+		t.Fatal(err)
+	}
+	wantRead(t, w, "after COMMIT PREPARED", "prepared")
+	f.checkDelivery(w.published)
+}
+
+// Rows inserted only inside subtransactions carry the top-level txid and are read
+// when it commits; a rolled-back savepoint's row is not.
+func TestSubtransactionRowsAreRead(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w1")
+	w.rebalance()
+	tx := begin(t, f.db)
+	for _, q := range []string{`SAVEPOINT a`} {
+		if _, err := tx.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.insert(tx, "sub-1", "s", 1)
+	if _, err := tx.Exec(`RELEASE SAVEPOINT a; SAVEPOINT b`); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(tx, "rolled-back", "s", 2)
+	if _, err := tx.Exec(`ROLLBACK TO SAVEPOINT b; SAVEPOINT c`); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(tx, "sub-2", "s", 2)
+	wantRead(t, w, "before the commit")
+	commit(t, tx)
+	wantRead(t, w, "after the commit", "sub-1", "sub-2")
+	f.checkDelivery(w.published)
+}
+
+// One hot aggregate (every event in one shard) is read in parts, in order, also while
+// new versions arrive between the parts (they wait for the next window).
+func TestHotAggregateIsReadInPartsInOrder(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w1")
+	w.rebalance()
+	for v := 1; v <= 40; v++ {
+		f.insert(f.db, fmt.Sprintf("hot-%02d", v), "hot", v)
+	}
+	if _, _, err := w.st.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	parts, v := 0, 41
+	for {
+		b, _, any := w.batch(7)
+		if !any {
+			break
+		}
+		if len(b.Windows) != 1 {
+			t.Fatalf("one hot shard, %d windows", len(b.Windows))
+		}
+		if !b.Windows[0].Done {
+			parts++
+		}
+		if v <= 45 { // new versions while the window is read in parts
+			f.insert(f.db, fmt.Sprintf("hot-%02d", v), "hot", v)
+			v++
+		}
+	}
+	if parts < 5 {
+		t.Fatalf("read in %d parts, want at least 5 (40 events, batches of 7)", parts)
+	}
+	if len(w.published) != 40 {
+		t.Fatalf("the first window had %d events, want the 40 before its tick", len(w.published))
+	}
+	for ; v <= 50; v++ {
+		f.insert(f.db, fmt.Sprintf("hot-%02d", v), "hot", v)
+	}
+	w.drain(7)
+	if len(w.published) != 50 {
+		t.Fatalf("published %d, want 50", len(w.published))
+	}
+	for i, e := range w.published {
+		if e.AggregateVersion != int64(i+1) {
+			t.Fatalf("publish %d is version %d", i, e.AggregateVersion)
+		}
+	}
+	f.checkDelivery(w.published)
+}
+
+// A full drain by two workers changes no outbox row: the outbox table's n_tup_upd and
+// n_tup_del stay 0 (the relay's writes go to the side tables).
+func TestDrainWritesNothingToTheOutboxTable(t *testing.T) {
+	f := newFixture(t, 256)
+	const n = 600
+	for i := range n {
+		f.insert(f.db, fmt.Sprintf("e%04d", i), fmt.Sprintf("a%d", i%50), i/50+1)
+	}
+	a, b := f.worker("a"), f.worker("b")
+	a.rebalance()
+	b.rebalance()
+	a.rebalance() // a gives b its half at a window boundary
+	b.rebalance()
+	if a.leases.Len()+b.leases.Len() != 256 || a.leases.Len() != 128 {
+		t.Fatalf("a holds %d, b %d shards", a.leases.Len(), b.leases.Len())
+	}
+	for range 3 {
+		a.drain(100)
+		b.drain(100)
+	}
+	f.checkDelivery(append(a.published, b.published...))
+	if len(a.published)+len(b.published) != n {
+		t.Fatalf("published %d events, want %d once each", len(a.published)+len(b.published), n)
+	}
+	a.close()
+	b.close() // their backends exit and flush their statistics
+	if _, err := f.db.Exec(`SELECT pg_stat_force_next_flush()`); err != nil && !strings.Contains(err.Error(), "does not exist") {
+		t.Fatal(err) // PostgreSQL 15+; 13 and 14 flush within a poll
+	}
+	var ins, updDel, shardUpd int64
+	eventually(t, 30*time.Second, "statistics flushed", func() bool {
+		if err := f.db.QueryRow(`SELECT o.n_tup_ins, o.n_tup_upd + o.n_tup_del, s.n_tup_upd
+FROM pg_stat_user_tables o, pg_stat_user_tables s WHERE o.relname = 'ob' AND s.relname = 'ob_shard'`).Scan(&ins, &updDel, &shardUpd); err != nil {
+			t.Fatal(err)
+		}
+		return ins == n && shardUpd > 0
+	})
+	if updDel != 0 {
+		t.Fatalf("outbox table n_tup_upd + n_tup_del = %d after the drain, want 0", updDel)
+	}
+}

@@ -1,0 +1,113 @@
+-- V2Statements: public.outbox_event, 256 shards, separated by ;
+CREATE SEQUENCE IF NOT EXISTS "public"."outbox_event_seq" AS bigint CACHE 1;
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event" (
+    event_id           text        PRIMARY KEY,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL DEFAULT 1,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    txid               xid8        NOT NULL DEFAULT pg_current_xact_id(),
+    seq                bigint      NOT NULL DEFAULT (CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval('"public"."outbox_event_seq"') END),
+    shard              smallint    NOT NULL GENERATED ALWAYS AS ((hashtextextended(aggregate_type || '/' || aggregate_id, 0) & 255)::smallint) STORED
+);
+
+ALTER SEQUENCE "public"."outbox_event_seq" OWNED BY "public"."outbox_event".seq;
+
+CREATE UNIQUE INDEX IF NOT EXISTS "outbox_event_version_key" ON "public"."outbox_event" (aggregate_type, aggregate_id, aggregate_version);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_seq_idx" ON "public"."outbox_event" (shard, seq);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_txid_idx" ON "public"."outbox_event" (shard, txid);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_tick" (
+    tick       bigint      PRIMARY KEY,
+    snap       pg_snapshot NOT NULL,
+    snap_xmax  xid8        NOT NULL,
+    seq_before bigint      NOT NULL,
+    seq_after  bigint      NOT NULL,
+    at         timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_shard" (
+    shard       smallint    PRIMARY KEY,
+    owner       text        NULL,
+    lease_until timestamptz NULL,
+    lo_tick     bigint      NOT NULL,
+    hi_tick     bigint      NULL,
+    pos         bigint      NULL
+) WITH (fillfactor = 50);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_batch" (
+    batch      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner      text        NOT NULL,
+    shards     smallint[]  NOT NULL,
+    last_seq   bigint[]    NOT NULL,
+    hi_tick    bigint[]    NOT NULL,
+    partitions int[]       NOT NULL,
+    offsets    bigint[]    NOT NULL,
+    at         timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_hold" (
+    event_id           text        PRIMARY KEY,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL,
+    txid               xid8        NOT NULL,
+    seq                bigint      NOT NULL,
+    shard              smallint    NOT NULL,
+    state              text        NOT NULL CHECK (state IN ('RETRY', 'DEAD', 'HELD')),
+    attempts           int         NOT NULL DEFAULT 0,
+    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
+    last_error_code    text        NULL,
+    last_error_message text        NULL,
+    held_at            timestamptz NOT NULL DEFAULT now(),
+    updated_at         timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_hold_due" ON "public"."outbox_event_hold" (shard, next_attempt_at) WHERE state IN ('RETRY', 'HELD');
+
+CREATE INDEX IF NOT EXISTS "outbox_event_hold_open" ON "public"."outbox_event_hold" (aggregate_type, aggregate_id, aggregate_version) WHERE state IN ('RETRY', 'HELD');
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_workers" (
+    worker_id         text        PRIMARY KEY,
+    broker_up         boolean     NOT NULL DEFAULT true,
+    broker_down_since timestamptz NULL,
+    broker_error_code text        NULL,
+    started_at        timestamptz NOT NULL DEFAULT now(),
+    heartbeat_at      timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_contract" (
+    one         boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    version     int         NOT NULL,
+    shards      int         NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    migrated_at timestamptz NOT NULL DEFAULT now()
+);
+
+INSERT INTO "public"."outbox_event_contract" (version, shards) VALUES (2, 256)
+ON CONFLICT (one) DO UPDATE SET migrated_at = now();
+
+INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+       COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0), COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0)
+WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
+
+INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
+SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
+ON CONFLICT (shard) DO NOTHING;

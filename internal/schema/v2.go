@@ -1,0 +1,236 @@
+// v2.go: the DDL of table contract v2 (docs/contract-v2.md): an insert-only outbox
+// table whose rows carry the producer's transaction id, an insert sequence number and
+// a shard derived by the database, plus the side tables the shard readers keep their
+// whole state in (ticks, shard cursors and leases, the batch log, the hold table) and
+// the contract row that says which contract a table follows.
+
+package schema
+
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
+
+// Contract versions. A table follows exactly one; DetectContract tells them apart
+// (the relay picks its loop from it).
+const (
+	ContractNone = 0 // no outbox table
+	ContractV1   = 1 // status/lease columns on the row: the claim -> mark loop
+	ContractV2   = 2 // insert-only table, shard cursors: the read -> advance loop
+)
+
+// Shard counts of a v2 table. The shard is hashtextextended(...) & (shards-1), so the
+// count is a power of two; it is at most 32768 so every shard fits the smallint
+// column. It is fixed per table: changing it moves aggregates between shards, so a
+// change is refused once the table has rows.
+const (
+	DefaultShards = 256
+	MaxShards     = 32768
+)
+
+// Suffixes of the v2 side objects (besides WorkersSuffix, which v2 shares with v1).
+// They leave the room pgident reserves for suffixes, so no name gets truncated.
+const (
+	SeqSuffix      = "_seq"      // the insert sequence (CACHE 1)
+	TickSuffix     = "_tick"     // one row per tick: a snapshot and the sequence around it
+	ShardSuffix    = "_shard"    // one row per shard: lease owner, cursor (lo_tick, hi_tick, pos)
+	BatchSuffix    = "_batch"    // one row per published batch: the batch log
+	HoldSuffix     = "_hold"     // failed events and the newer versions held behind them
+	ContractSuffix = "_contract" // one row: contract version and shard count
+)
+
+// StatusHeld is the hold state of an event kept back because an older version of its
+// aggregate is waiting to be retried (StatusRetry); StatusDead rows never hold
+// anything back.
+const StatusHeld = "HELD"
+
+// V2Options are the choices a v2 table is created with.
+type V2Options struct {
+	// Shards is the fixed shard count: 0 means DefaultShards; otherwise a power of two
+	// from 1 to MaxShards.
+	Shards int
+}
+
+// shards returns the effective shard count or an error naming the bad value.
+func (o V2Options) shards() (int, error) {
+	n := o.Shards
+	if n == 0 {
+		n = DefaultShards
+	}
+	if err := ValidShards(n); err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// ValidShards says whether n can be a v2 table's shard count.
+func ValidShards(n int) error {
+	if n < 1 || n > MaxShards || n&(n-1) != 0 {
+		return fmt.Errorf("shard count %d is not a power of two from 1 to %d", n, MaxShards)
+	}
+	return nil
+}
+
+// ShardExpr is the generated shard column's expression for a table of n shards:
+// what hash partitioning uses (stable across PostgreSQL versions) over the aggregate
+// key, masked to the shard count.
+func ShardExpr(n int) string {
+	return `(hashtextextended(aggregate_type || '/' || aggregate_id, 0) & ` + strconv.Itoa(n-1) + `)::smallint`
+}
+
+// SeqDefault is the seq column's default. The CASE makes the transaction take its id
+// before it draws the number, whatever order PostgreSQL evaluates the defaults in: the
+// window read's lower bound (a tick's seq_before) relies on "id first, number second".
+func SeqDefault(t pgident.Table) string {
+	return `CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval(` + quoteLiteral(t.WithSuffix(SeqSuffix).Qualified()) + `) END`
+}
+
+// TxidDefault is the txid column's default: the producer's top-level transaction id
+// (a subtransaction's rows carry it too).
+const TxidDefault = `pg_current_xact_id()`
+
+// V2Statements is the DDL of a v2 table of n shards and its side tables, in the order
+// MigrateV2 runs it; every statement is idempotent.
+func V2Statements(t pgident.Table, n int) []string {
+	q := t.Qualified()
+	seq := t.WithSuffix(SeqSuffix).Qualified()
+	tick := t.WithSuffix(TickSuffix).Qualified()
+	shard := t.WithSuffix(ShardSuffix).Qualified()
+	hold := t.WithSuffix(HoldSuffix).Qualified()
+	contract := t.WithSuffix(ContractSuffix).Qualified()
+	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
+	return []string{
+		// CACHE 1: a per-session cache hands numbers out of insert order.
+		`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS bigint CACHE 1`,
+		// The producers' columns of v1 (a plain INSERT of the first nine is a complete
+		// event) and three the database fills. Nothing here is ever updated or deleted
+		// by the relay.
+		`CREATE TABLE IF NOT EXISTS ` + q + ` (
+    event_id           text        PRIMARY KEY,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL DEFAULT 1,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL DEFAULT now(),
+    txid               xid8        NOT NULL DEFAULT ` + TxidDefault + `,
+    seq                bigint      NOT NULL DEFAULT (` + SeqDefault(t) + `),
+    shard              smallint    NOT NULL GENERATED ALWAYS AS (` + ShardExpr(n) + `) STORED
+)`,
+		// Dropping the table drops its sequence.
+		`ALTER SEQUENCE ` + seq + ` OWNED BY ` + q + `.seq`,
+		// One event per aggregate version (as v1).
+		`CREATE UNIQUE INDEX IF NOT EXISTS ` + t.Ident("_version_key") + ` ON ` + q +
+			` (aggregate_type, aggregate_id, aggregate_version)`,
+		// The window read: one ordered range scan per shard.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_seq_idx") + ` ON ` + q + ` (shard, seq)`,
+		// The rows of transactions that straddled a tick, found by id.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_txid_idx") + ` ON ` + q + ` (shard, txid)`,
+
+		`CREATE TABLE IF NOT EXISTS ` + tick + ` (
+    tick       bigint      PRIMARY KEY,
+    snap       pg_snapshot NOT NULL,
+    snap_xmax  xid8        NOT NULL,
+    seq_before bigint      NOT NULL,
+    seq_after  bigint      NOT NULL,
+    at         timestamptz NOT NULL DEFAULT now()
+)`,
+		// fillfactor 50: the advance and the lease renewals are HOT updates (no
+		// indexed column changes), so they need free room on the page.
+		`CREATE TABLE IF NOT EXISTS ` + shard + ` (
+    shard       smallint    PRIMARY KEY,
+    owner       text        NULL,
+    lease_until timestamptz NULL,
+    lo_tick     bigint      NOT NULL,
+    hi_tick     bigint      NULL,
+    pos         bigint      NULL
+) WITH (fillfactor = 50)`,
+		// owner is the worker id; shards/last_seq/hi_tick are per shard advanced,
+		// partitions/offsets per event published, in the order they were published.
+		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(BatchSuffix).Qualified() + ` (
+    batch      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    owner      text        NOT NULL,
+    shards     smallint[]  NOT NULL,
+    last_seq   bigint[]    NOT NULL,
+    hi_tick    bigint[]    NOT NULL,
+    partitions int[]       NOT NULL,
+    offsets    bigint[]    NOT NULL,
+    at         timestamptz NOT NULL DEFAULT now()
+)`,
+		// A copy of the event (it outlives the outbox row's retention), where it sat in
+		// the table, and its failure state.
+		`CREATE TABLE IF NOT EXISTS ` + hold + ` (
+    event_id           text        PRIMARY KEY,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL,
+    txid               xid8        NOT NULL,
+    seq                bigint      NOT NULL,
+    shard              smallint    NOT NULL,
+    state              text        NOT NULL CHECK (state IN ('` + StatusRetry + `', '` + StatusDead + `', '` + StatusHeld + `')),
+    attempts           int         NOT NULL DEFAULT 0,
+    next_attempt_at    timestamptz NOT NULL DEFAULT now(),
+    last_error_code    text        NULL,
+    last_error_message text        NULL,
+    held_at            timestamptz NOT NULL DEFAULT now(),
+    updated_at         timestamptz NOT NULL DEFAULT now()
+)`,
+		// "The due RETRY and HELD rows of these shards."
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_due") + ` ON ` + hold +
+			` (shard, next_attempt_at) WHERE ` + open,
+		// "Does this aggregate have an open hold row (below this version)?"
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_open") + ` ON ` + hold +
+			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + open,
+
+		// The live workers a fair share is computed from (shared with v1's status report).
+		WorkersDDL(t),
+
+		// The contract marker: one row (the key can only be true).
+		`CREATE TABLE IF NOT EXISTS ` + contract + ` (
+    one         boolean     PRIMARY KEY DEFAULT true CHECK (one),
+    version     int         NOT NULL,
+    shards      int         NOT NULL,
+    created_at  timestamptz NOT NULL DEFAULT now(),
+    migrated_at timestamptz NOT NULL DEFAULT now()
+)`,
+		`INSERT INTO ` + contract + ` (version, shards) VALUES (` + strconv.Itoa(ContractV2) + `, ` + strconv.Itoa(n) + `)
+ON CONFLICT (one) DO UPDATE SET migrated_at = now()`,
+		// The first tick: every shard's first window starts here. The table is new in
+		// (or older than) this transaction, so no row can be visible before it.
+		`INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+       COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0)
+WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
+		`INSERT INTO ` + shard + ` (shard, lo_tick)
+SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g
+ON CONFLICT (shard) DO NOTHING`,
+	}
+}
+
+// reshardStatements change an empty v2 table's shard count to n: the generated column
+// is rebuilt (dropping it drops the two shard indexes, which V2Statements recreate),
+// the shard rows above the new count go, and the contract row says n. MigrateV2 runs
+// them before V2Statements, and only after it checked, holding a lock that keeps
+// producers out, that the table and its hold table are empty.
+func reshardStatements(t pgident.Table, n int) []string {
+	q := t.Qualified()
+	return []string{
+		`ALTER TABLE ` + q + ` DROP COLUMN shard`,
+		`ALTER TABLE ` + q + ` ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS (` + ShardExpr(n) + `) STORED`,
+		`DELETE FROM ` + t.WithSuffix(ShardSuffix).Qualified() + ` WHERE shard >= ` + strconv.Itoa(n),
+		`UPDATE ` + t.WithSuffix(ContractSuffix).Qualified() + ` SET shards = ` + strconv.Itoa(n),
+	}
+}
