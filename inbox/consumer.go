@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/segmentio/kafka-go"
@@ -32,12 +33,13 @@ type Consumer struct {
 	retry   backoff.Policy
 	wait    backoff.Policy
 
-	mu     sync.Mutex
-	held   map[aggKey]bool // aggregates with a parked message (HoldAggregateOnPark)
-	heldAt time.Time
-	lag    map[topicPartition]int64
-	left   leftovers // fetched, not committed, by reader
-	open   unhandled // fetched by the running Run, not yet committed (with Metrics)
+	mu      sync.Mutex
+	held    map[aggKey]bool // aggregates with a parked message (HoldAggregateOnPark)
+	heldAt  time.Time
+	lag     map[topicPartition]int64
+	left    leftovers   // fetched, not committed, of the reader the last Run ran on
+	running atomic.Bool // a Run is running: one at a time (see leftovers)
+	open    unhandled   // fetched by the running Run, not yet committed (with Metrics)
 }
 
 type topicPartition struct {
@@ -93,10 +95,21 @@ func Consume(ctx context.Context, r Fetcher, s *Store, fn HandlerFunc, observe f
 // past them, so without that a second call would skip them silently. r must
 // therefore be comparable (a pointer such as *kafka.Reader); Run refuses one that is
 // not.
+//
+// A Consumer runs on one reader at a time: Run returns an error at once while
+// another Run of c is running (make one Consumer per reader; they may share a Store
+// and Metrics). A Run on a reader other than the last one releases that reader's
+// uncommitted messages (logged with their number): the old reader is taken to be
+// closed, as a reader that failed must be, and the group redelivers them from the
+// committed offset. Do not run c on the old reader again: it is past them.
 func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	if err := trackable(r); err != nil {
 		return err
 	}
+	if !c.running.CompareAndSwap(false, true) {
+		return errors.New("inbox: this Consumer is already running: it runs on one reader at a time (make one Consumer per reader)")
+	}
+	defer c.running.Store(false)
 	if err := c.s.prepare(ctx); pgerr.IsUndefinedTable(err) {
 		return fmt.Errorf("inbox: the consumer tables are missing (run inbox.Migrate): %w", err)
 	} // any other fault (a database not up yet) is waited out per message
@@ -110,7 +123,12 @@ func (c *Consumer) Run(ctx context.Context, r Fetcher) error {
 	replays := startstop.Start(ctx, c.serveReplays)
 	rt := &router{c: c, r: r, ctx: ctx, fail: cancel, lanes: map[topicPartition]*lane{}}
 	c.o.Metrics.watch(c)
-	err := rt.run(c.left.take(r))
+	left, released := c.left.take(r)
+	if released > 0 {
+		c.o.Log.Info("released the uncommitted messages of the reader the last Run ran on; the group redelivers them from its committed offset",
+			"consumerGroup", c.s.group, "messages", released)
+	}
+	err := rt.run(left)
 	c.left.keep(r, rt.stop()) // stop cancels ctx: the replay server ends too
 	c.o.Metrics.unwatch(c)
 	c.open.reset()

@@ -17,7 +17,8 @@
 //   - batch.go: one transaction for a run of distinct messages.
 //   - batchhandler.go: BatchHandlerFunc and NewBatchConsumer.
 //   - committer.go: offsets committed after the transactions, many lanes' at once.
-//   - leftovers.go: messages a Run fetched and did not commit, for the next Run.
+//   - leftovers.go: messages a Run fetched and did not commit, for the next Run on
+//     the same reader (a Run on a new reader releases them).
 //   - message.go: Message, the contract headers, FromKafka (native or CloudEvents).
 //   - errors.go: the error classes (Retryable, Waiting, Permanent) and park codes.
 //   - metrics.go, unhandled.go: the Prometheus collectors, and the oldest fetched

@@ -121,10 +121,11 @@ var (
 
 // ErrStore wraps a failure of the consumer's own database statements (begin, dedup
 // row, version guard, park, commit), never a handler's. A passing fault of these
-// (pgerr.IsTransient: connection lost, deadlock, lock or statement timeout, out of
-// resources) is waited out without counting a try, for at most Options.MaxStoreWait
-// per message; after that it counts like a Retryable handler error, so a fault that
-// never passes parks the message instead of stalling its partition.
+// (pgerr.IsTransient) is waited out without counting a try: a lost or refused
+// connection (pgerr.IsConnection) for as long as it lasts, any other (deadlock, lock
+// or statement timeout, out of resources) for at most Options.MaxStoreWait per
+// message; after that it counts like a Retryable handler error, so a fault that never
+// passes parks the message instead of stalling its partition.
 type ErrStore struct{ Err error }
 
 func (e *ErrStore) Error() string { return "inbox: consumer database: " + e.Err.Error() }

@@ -7,6 +7,8 @@ import (
 
 	"github.com/segmentio/kafka-go"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 )
 
 // incoming is one fetched message and what FromKafka made of it.
@@ -72,7 +74,8 @@ func distinctRun(ins []incoming) []incoming {
 // handleRun handles distinct messages in one transaction; if any of them fails (or
 // WaitForGaps meets a gap), it rolls back and handles them one at a time, so only the
 // bad message is retried and parked. A passing fault of inbox's own statements is
-// waited out for the whole batch, for at most MaxStoreWait.
+// waited out for the whole batch (storeWait.waitOut: a lost connection for as long
+// as it lasts, any other fault for at most MaxStoreWait).
 func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 	if len(run) == 1 {
 		return c.handleOne(ctx, run[0])
@@ -86,7 +89,7 @@ func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case storeFault(err) && faults.within(c.o.MaxStoreWait):
+		case storeFault(err) && faults.waitOut(err, c.o.MaxStoreWait):
 			c.logFault(err, run[0], faults.n, len(run))
 			if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
 				return err
@@ -108,7 +111,25 @@ func (c *Consumer) handleRun(ctx context.Context, run []incoming) error {
 // (or batch): how many, and since when.
 type storeWait struct {
 	n     int
-	since time.Time
+	since time.Time // the first fault that within bounds
+}
+
+// waitOut counts one more fault (err) of inbox's own statements for a message and
+// reports whether it is waited out without counting a try. A lost connection to the
+// consumer database always is: with the database unreachable the message cannot be
+// at fault, and its park could not be written either, so counting would only park a
+// healthy message (retries_exhausted) once the database is back. Its partition stays
+// stopped meanwhile, reported by inbox_store_fault_total, a log line per try and
+// inbox_oldest_unhandled_message_age_seconds (InboxConsumerStuck). Any other passing
+// fault (a lock or statement timeout, a deadlock, a server short of resources) can be
+// the message's own, such as a lock held forever on its version row, so it is waited
+// out for max from the first such fault only, then counts.
+func (w *storeWait) waitOut(err error, max time.Duration) bool {
+	if pgerr.IsConnection(err) {
+		w.n++
+		return true
+	}
+	return w.within(max)
 }
 
 // within counts one more fault and reports whether the message may still wait it out
@@ -123,7 +144,8 @@ func (w *storeWait) within(max time.Duration) bool {
 
 // handleOne tries one message by its error class until it is handled or parked. The
 // handler's error counts by its class only; a passing fault of inbox's own statements
-// is waited out uncounted for MaxStoreWait, then counts as Retryable.
+// is waited out uncounted (storeWait.waitOut: a lost connection for as long as it
+// lasts, any other fault for MaxStoreWait, then it counts as Retryable).
 func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 	tries := 0
 	var faults storeWait
@@ -138,7 +160,7 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 			return nil
 		case ctx.Err() != nil:
 			return ctx.Err()
-		case storeFault(err) && faults.within(c.o.MaxStoreWait): // not the message's fault: wait, do not count
+		case storeFault(err) && faults.waitOut(err, c.o.MaxStoreWait): // not the message's fault: wait, do not count
 			c.logFault(err, in, faults.n, 1)
 			if err := sleep(ctx, c.retry.Delay(faults.n)); err != nil {
 				return err
@@ -165,12 +187,18 @@ func (c *Consumer) handleOne(ctx context.Context, in incoming) error {
 }
 
 // logFault reports a passing fault of inbox's own statements that is waited out, not
-// counted against the message (or the batch of n it starts).
+// counted against the message (or the batch of n it starts). The line says which
+// rule applies: a lost connection is waited for without a limit, any other fault for
+// MaxStoreWait.
 func (c *Consumer) logFault(err error, in incoming, n, messages int) {
 	c.o.Metrics.storeFault(c.s.group, in.km.Topic)
-	c.o.Log.Error(err, "consumer database failed; waiting, not counted against the message", "consumerGroup", c.s.group,
+	msg, limit := "consumer database failed; waiting, not counted against the message", c.o.MaxStoreWait.String()
+	if pgerr.IsConnection(err) {
+		msg, limit = "consumer database unreachable; waiting for it, not counted against the message, the partition stopped", "none"
+	}
+	c.o.Log.Error(err, msg, "consumerGroup", c.s.group,
 		"eventId", in.m.EventID, "topic", in.km.Topic, "partition", in.km.Partition, "offset", in.km.Offset,
-		"messages", messages, "attempt", n, "source", "consumer database", "maxStoreWait", c.o.MaxStoreWait.String())
+		"messages", messages, "attempt", n, "source", "consumer database", "waitLimit", limit)
 }
 
 // report tells Metrics and Observe what happened to committed messages.

@@ -13,37 +13,52 @@ import (
 // for the reader they came from: the next Run of this Consumer on that reader
 // handles them before anything new (kafka-go has already moved past them). They live
 // and die with the Consumer; nothing process-wide holds a payload.
+//
+// A Consumer runs one Run at a time (Run refuses a second), so it keeps the
+// leftovers of one reader only: the one its last Run ran on. A Run on another reader
+// releases them, reader and payloads: the application has replaced the reader (as it
+// must after a reader failed), so this Consumer can never handle them again; their
+// offsets were not committed, so the group redelivers them to whichever member gets
+// their partition once the old reader is closed. Keeping them, as a map by reader
+// did, held every replaced reader's payloads for the life of the Consumer.
 type leftovers struct {
-	mu sync.Mutex
-	by map[Fetcher][]kafka.Message
+	mu   sync.Mutex
+	r    Fetcher // the reader msgs came from; nil when there are none
+	msgs []kafka.Message
 }
 
+// keep records msgs as r's leftovers, replacing whatever was kept: Run took the
+// earlier ones (or released them) when it started.
 func (l *leftovers) keep(r Fetcher, msgs []kafka.Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(msgs) == 0 {
-		delete(l.by, r)
-		return
+	l.r, l.msgs = nil, nil
+	if len(msgs) > 0 {
+		l.r, l.msgs = r, msgs
 	}
-	if l.by == nil {
-		l.by = map[Fetcher][]kafka.Message{}
-	}
-	l.by[r] = msgs
 }
 
-// take returns and forgets r's leftovers.
-func (l *leftovers) take(r Fetcher) []kafka.Message {
+// take returns r's leftovers and forgets them. Leftovers of another reader are
+// forgotten too, and their number returned as released, for the log.
+func (l *leftovers) take(r Fetcher) (msgs []kafka.Message, released int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	msgs := l.by[r]
-	delete(l.by, r)
-	return msgs
+	if l.r == r {
+		msgs = l.msgs
+	} else {
+		released = len(l.msgs)
+	}
+	l.r, l.msgs = nil, nil
+	return msgs, released
 }
 
 func (l *leftovers) count(r Fetcher) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.by[r])
+	if l.r != r {
+		return 0
+	}
+	return len(l.msgs)
 }
 
 // trackable says why r cannot key its leftovers, if it cannot: Run refuses such a

@@ -57,13 +57,16 @@ type Options struct {
 	// once: it must be safe for that, and quick (it runs before the lane's next batch).
 	Observe func(Message, Outcome)
 	// MaxStoreWait bounds how long one message (or batch) waits out passing faults of
-	// inbox's own statements (dedup row, version guard, park, commit: the consumer
-	// database down, a deadlock, a lock or statement timeout) without counting them
+	// inbox's own statements (dedup row, version guard, park, commit: a deadlock, a
+	// lock or statement timeout, a server short of resources) without counting them
 	// as tries (default 5m, longer than a database fail-over). After it, each such
 	// fault counts as a Retryable try, so one that never passes (a lock held forever
 	// on the message's version row) parks the message instead of stalling its
 	// partition; a park that keeps failing for as long ends Run with an error naming
-	// the message. Handler errors never wait uncounted: they count by their class.
+	// the message. An unreachable consumer database (a lost or refused connection) is
+	// not bounded by it: that is waited for as long as it lasts, the partition
+	// stopped, since a healthy message must not be parked for it (and a park could not
+	// be written). Handler errors never wait uncounted: they count by their class.
 	MaxStoreWait time.Duration
 	// ReplayPoll is how often Run looks for replay requests (RequestReplay, e.g. from
 	// a DeadLetterReplay); default 5s, negative: never.

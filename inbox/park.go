@@ -14,10 +14,11 @@ import (
 const parkTries = 3
 
 // park records in as parked, then counts, logs and optionally dead-letters it. Only
-// after park returned nil may the message's offset be committed. A passing fault of
-// the consumer database is waited out for MaxStoreWait; a refused row (the parking
-// table rejects it) is tried parkTries times. Then park returns an error naming the
-// message, which ends Run: its offset stays uncommitted, nothing is dropped.
+// after park returned nil may the message's offset be committed. A lost connection
+// to the consumer database is waited out for as long as it lasts (storeWait.waitOut),
+// any other passing fault for MaxStoreWait; a refused row (the parking table rejects
+// it) is tried parkTries times. Then park returns an error naming the message, which
+// ends Run: its offset stays uncommitted, nothing is dropped.
 func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts int) error {
 	code := parkCode(cause)
 	row := parkedRow{km: in.km, m: in.m, code: code, err: cause, attempts: attempts}
@@ -35,7 +36,13 @@ func (c *Consumer) park(ctx context.Context, in incoming, cause error, attempts 
 		if !transient {
 			refused++
 		}
-		if wait := faults.within(c.o.MaxStoreWait); !wait || refused >= parkTries {
+		var wait bool
+		if transient {
+			wait = faults.waitOut(err, c.o.MaxStoreWait)
+		} else { // a refused row: parkTries bounds it, and MaxStoreWait too
+			wait = faults.within(c.o.MaxStoreWait)
+		}
+		if !wait || refused >= parkTries {
 			return fmt.Errorf("inbox: could not park event %q (topic %s, partition %d, offset %d; code %s) after %d tries, so its offset is not committed: %w",
 				in.m.EventID, in.km.Topic, in.km.Partition, in.km.Offset, code, faults.n, err)
 		}

@@ -3,6 +3,9 @@ package inbox_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -66,5 +69,102 @@ func TestStoreFaultThatNeverPassesIsBounded(t *testing.T) {
 	}
 	if logs.Count(`"msg":"message failed; retrying"`, `"eventId":"blocked"`, `"source":"consumer database"`) == 0 {
 		t.Error("no log line says the fault was counted once it outlasted MaxStoreWait")
+	}
+}
+
+// TestUnreachableDatabaseIsWaitedForBeyondMaxStoreWait: the consumer database is
+// killed (SIGKILL) before the consumer handles anything and stays down for ten times
+// MaxStoreWait, far longer than MaxStoreWait plus MaxAttempts tries. A lost connection
+// is no fault of the message, and its park could not be written anyway, so nothing is
+// counted or parked and Run does not fail: the partitions wait (counted in
+// inbox_store_fault_total, logged as unreachable with no wait limit), and once the
+// database is back every message is applied, once. Both with BatchSize 1 and with
+// batches.
+func TestUnreachableDatabaseIsWaitedForBeyondMaxStoreWait(t *testing.T) {
+	for _, batch := range []int{1, 50} {
+		t.Run(fmt.Sprintf("BatchSize%d", batch), func(t *testing.T) {
+			db, s := setup(t)
+			var msgs []kafka.Message
+			for i := 0; i < 20; i++ {
+				msgs = append(msgs, event{id(i), "u" + id(i%4), int64(i/4 + 1), `{}`}.kafka(""))
+			}
+			b := topicWith(t, 2, msgs...)
+			tl := newTally(20)
+			o := fastOptions(tl)
+			var logs logtest.Lines
+			o.BatchSize, o.MaxStoreWait, o.MaxBackoff = batch, 200*time.Millisecond, 50*time.Millisecond
+			o.Metrics, o.Log = inbox.NewMetrics(), logs.Logger()
+			c, err := inbox.NewConsumer(s, addPoints(new(atomic.Int32)), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r := reader(b, "points")
+			defer r.Close()
+
+			// The server is shared by the package's tests: whatever happens here, it is
+			// running again when this test ends.
+			t.Cleanup(func() {
+				if !srv.Running() {
+					if err := srv.Restart(); err != nil {
+						t.Errorf("restart the database: %v", err)
+					}
+				}
+			})
+			if err := srv.Kill9(); err != nil {
+				t.Fatal(err)
+			}
+			killed := time.Now()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			errc := make(chan error, 1)
+			go func() { errc <- c.Run(ctx, r) }()
+			faults := func() float64 {
+				return value(t, o.Metrics.Counter("inbox_store_fault_total", "points", "payments"))
+			}
+			down := 10 * o.MaxStoreWait
+			waitFor(t, 60*time.Second, fmt.Sprintf("the consumer to wait on the dead database for %s", down), func() (float64, bool) {
+				select {
+				case err := <-errc:
+					t.Fatalf("Run returned while the database was down: %v (outcomes %v)", err, tl.by)
+				default:
+				}
+				n := faults()
+				return n, n >= 10 && time.Since(killed) >= down
+			})
+			if n := tl.get(inbox.Parked); n != 0 {
+				t.Fatalf("%d messages parked while the database was down", n)
+			}
+			if n := logs.Count(`"msg":"message failed; retrying"`); n != 0 {
+				t.Fatalf("%d tries counted against messages while the database was down: %v", n, logs.With(`"msg":"message failed; retrying"`))
+			}
+			if logs.Count(`consumer database unreachable`, `"source":"consumer database"`, `"waitLimit":"none"`) == 0 {
+				t.Fatal("no log line says the consumer database is unreachable and is waited for")
+			}
+
+			if err := srv.Restart(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case <-tl.done:
+			case err := <-errc:
+				t.Fatalf("Run returned after the database came back: %v (outcomes %v)", err, tl.by)
+			case <-time.After(60 * time.Second):
+				t.Fatalf("outcomes %v 60s after the database came back, want 20 applied", tl.by)
+			}
+			cancel()
+			if err := <-errc; !errors.Is(err, context.Canceled) {
+				t.Fatalf("Run = %v, want context.Canceled", err)
+			}
+			if got := parkedRows(t, db, "points"); len(got) != 0 || tl.get(inbox.Applied) != 20 {
+				t.Fatalf("parked %v, outcomes %v: want 20 applied and nothing parked", got, tl.by)
+			}
+			var sum int
+			if err := db.QueryRow(`SELECT sum(total) FROM points`).Scan(&sum); err != nil {
+				t.Fatal(err)
+			}
+			if sum != 200 {
+				t.Fatalf("sum of points %d, want 200: an effect was lost or doubled", sum)
+			}
+		})
 	}
 }
