@@ -409,6 +409,47 @@ func TestReadV2LongTransactionElsewhere(t *testing.T) {
 	}
 }
 
+// TestReadV2TransactionAboveTickXmax is a window read bug of the shard store, which
+// the status shares (it counts with the relay's predicate): PostgreSQL's snapshot xmax
+// is the latest completed transaction id + 1, and a transaction running with an id at
+// or above it is not in the snapshot's xip list. So a producer that took the newest
+// id, drew its seq before a tick's seq_before was read and commits after the tick is
+// in neither part of the next window (seq <= lo.seq_before, and not in lo's xip): once
+// the shard's window closes at that tick (here: another event in it), its row is
+// never read, and never counted. Skipped until the tick records a snapshot that lists
+// those ids (e.g. xip extended with [xmax, the tick's own id), xmax = that id).
+func TestReadV2TransactionAboveTickXmax(t *testing.T) {
+	t.Skip("known loss in shardstore's tick (see the comment): un-skip with the fix")
+	f := newV2(t, 1)
+	f.rebalance()
+	early, late := f.conn(), f.conn()
+	for _, c := range []*sql.Conn{early, late} {
+		if _, err := c.ExecContext(bg, `BEGIN`); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.insert(early, "early", "early", 1)
+	f.insert(late, "late", "late", 1) // the newest id; nothing newer completes before the tick
+	if _, err := early.ExecContext(bg, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	f.tick() // xmax = late's id: late is invisible and not in xip
+	if got := f.drain(100); got != 1 {
+		t.Fatalf("read %d", got)
+	}
+	if _, err := late.ExecContext(bg, `COMMIT`); err != nil {
+		t.Fatal(err)
+	}
+	if s := f.stats(); s.Pending != 1 {
+		t.Errorf("late's committed row is not pending: %+v", s)
+	}
+	f.insert(f.db, "after", "after", 1)
+	f.tick()
+	if got := f.drain(100); got != 2 {
+		t.Errorf("the relay read %d of late's and the next event", got)
+	}
+}
+
 // TestReadV2CapsTheCount: past the per-shard cap the count is extrapolated, within a
 // few percent, and says so.
 func TestReadV2CapsTheCount(t *testing.T) {
