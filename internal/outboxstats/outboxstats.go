@@ -1,9 +1,11 @@
 // Package outboxstats reads the lag and dead counts of an outbox table, and what its
 // relay workers report about their brokers, for the operator's status: a handful of
-// cheap queries that only touch the partial indexes (non-terminal statuses, DEAD, SENT)
-// and the small workers table, inside a read-only transaction with a statement timeout,
-// so a slow or unreachable database costs one bounded wait (Timeout) and never more.
-// The tables are described in docs/architecture.md ("Table contract").
+// cheap queries inside a read-only transaction with a statement timeout, so a slow or
+// unreachable database costs one bounded wait (Timeout) and never more. For a v1
+// table they only touch the partial indexes (non-terminal statuses, DEAD, SENT) and
+// the small workers table (docs/architecture.md, "Table contract"); for a v2 table
+// the shard, tick, hold and batch tables and a bounded count of the open windows
+// through the (shard, seq) index (v2.go, docs/contract-v2.md).
 package outboxstats
 
 import (
@@ -47,10 +49,16 @@ type Stats struct {
 	ExpiredLeases int64
 	Dead          int64
 	// OldestPending is the created_at of the oldest PENDING, SENDING or RETRY row
-	// (zero when none): now minus it is the publish lag.
+	// (v2: of the oldest row in an open window or open hold row; zero when none): now
+	// minus it is the publish lag.
 	OldestPending time.Time
-	// LastPublish is the newest sent_at (zero when nothing was sent yet).
+	// LastPublish is the newest sent_at (v2: the newest batch log row that published
+	// an event; zero when nothing was sent yet).
 	LastPublish time.Time
+	// PendingEstimated: Pending is partly extrapolated (a v2 table whose open windows
+	// hold more rows than a read counts exactly: PendingCountBudget); always false
+	// for v1.
+	PendingEstimated bool
 	// Workers is what the running relay workers report about their brokers.
 	Workers Workers
 }
@@ -59,11 +67,26 @@ type Stats struct {
 var ErrTableMissing = errors.New("outbox table does not exist")
 
 // Read takes one snapshot of table t and of its workers' broker reports (Workers).
-// A server outside the supported PostgreSQL range is refused with an error that
-// errors.Is pgversion.ErrUnsupported. The error never contains a DSN.
+// The statements depend on the table's contract (v1 or v2, schema.DetectContract),
+// detected on the first read of t through db and cached (contract.go). A server
+// outside the supported PostgreSQL range is refused with an error that errors.Is
+// pgversion.ErrUnsupported. The error never contains a DSN.
 func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	ctx, cancel := bounded(ctx)
 	defer cancel()
+	c, cached := contracts.get(db, t)
+	s, err := read(ctx, db, t, c, cached)
+	if err != nil && cached && contractChanged(err) {
+		// The table is not what it was: detect its contract again.
+		contracts.drop(db, t)
+		s, err = read(ctx, db, t, schema.Contract{}, false)
+	}
+	return s, err
+}
+
+// read is one Read in one read-only transaction; c is t's contract when known,
+// otherwise it is detected first (and cached after a successful read).
+func read(ctx context.Context, db *sql.DB, t pgident.Table, c schema.Contract, known bool) (Stats, error) {
 	var s Stats
 	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -78,16 +101,47 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	if err := pgversion.CheckServer(ctx, tx); err != nil {
 		return s, classify(t, err)
 	}
-	var oldest, last sql.NullTime
-	err = tx.QueryRowContext(ctx, hotSetSQL(t)).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
+	if !known {
+		detections.Add(1)
+		if c, err = schema.DetectContractTx(ctx, tx, t); err != nil {
+			return s, classify(t, err)
+		}
+	}
+	switch c.Version {
+	case schema.ContractNone:
+		return s, missing(t)
+	case schema.ContractV1:
+		err = readV1(ctx, tx, t, &s)
+	case schema.ContractV2:
+		err = readV2(ctx, tx, t, c, &s)
+	default:
+		err = fmt.Errorf("outbox table %s follows table contract version %d, which this operator does not know: upgrade the operator", t, c.Version)
+	}
 	if err != nil {
 		return s, classify(t, err)
 	}
+	// Last on purpose: a missing workers table aborts the transaction (see readWorkers).
+	if s.Workers, err = readWorkers(ctx, tx, t); err != nil {
+		return s, err
+	}
+	if !known {
+		contracts.put(db, t, c)
+	}
+	return s, nil
+}
+
+// readV1 fills s from the status columns of a v1 table.
+func readV1(ctx context.Context, tx *sql.Tx, t pgident.Table, s *Stats) error {
+	var oldest, last sql.NullTime
+	err := tx.QueryRowContext(ctx, hotSetSQL(t)).Scan(&s.Pending, &s.Sending, &s.Retrying, &s.ExpiredLeases, &oldest)
+	if err != nil {
+		return err
+	}
 	if err := tx.QueryRowContext(ctx, deadCountSQL(t)).Scan(&s.Dead); err != nil {
-		return s, classify(t, err)
+		return err
 	}
 	if err := tx.QueryRowContext(ctx, lastPublishSQL(t)).Scan(&last); err != nil {
-		return s, classify(t, err)
+		return err
 	}
 	if oldest.Valid {
 		s.OldestPending = oldest.Time
@@ -95,11 +149,7 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 	if last.Valid {
 		s.LastPublish = last.Time
 	}
-	// Last on purpose: a missing workers table aborts the transaction (see readWorkers).
-	if s.Workers, err = readWorkers(ctx, tx, t); err != nil {
-		return s, err
-	}
-	return s, nil
+	return nil
 }
 
 // hotSetSQL counts the non-terminal rows by status. The WHERE clause equals the
@@ -153,12 +203,17 @@ func replayAuditSQL(t pgident.Table) string {
 
 func classify(t pgident.Table, err error) error {
 	if pgerr.IsUndefinedTable(err) {
-		return fmt.Errorf("%w: %s (run `relayworker migrate` or set spec.source.migrate: true)", ErrTableMissing, t)
+		return missing(t)
 	}
 	if errors.Is(err, context.DeadlineExceeded) {
 		return fmt.Errorf("database did not answer within the timeout: %w", err)
 	}
 	return err
+}
+
+// missing is ErrTableMissing for t.
+func missing(t pgident.Table) error {
+	return fmt.Errorf("%w: %s (run `relayworker migrate` or set spec.source.migrate: true)", ErrTableMissing, t)
 }
 
 // Hash is a short, non-reversible fingerprint of a secret value.

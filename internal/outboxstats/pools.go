@@ -171,6 +171,7 @@ func (p *Pools) leave(key string) (unused *sql.DB) {
 
 func closeUnused(db *sql.DB) {
 	if db != nil {
+		contracts.forgetDB(db)
 		_ = db.Close()
 	}
 }
@@ -205,6 +206,7 @@ func (p *Pools) Close() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for h, sdb := range p.dbs {
+		contracts.forgetDB(sdb.db)
 		_ = sdb.db.Close()
 		delete(p.dbs, h)
 	}

@@ -36,6 +36,12 @@ func DetectContract(ctx context.Context, db *sql.DB, t pgident.Table) (Contract,
 	return detectContract(ctx, db, t)
 }
 
+// DetectContractTx is DetectContract inside tx (the operator's status read detects
+// the contract in its read-only, time-bounded transaction). An error aborts tx.
+func DetectContractTx(ctx context.Context, tx *sql.Tx, t pgident.Table) (Contract, error) {
+	return detectContract(ctx, tx, t)
+}
+
 // detectContractSQL: does the table exist, does its contract table, and does the
 // table have v1's status column.
 const detectContractSQL = `SELECT to_regclass($1) IS NOT NULL, to_regclass($2) IS NOT NULL,
