@@ -1,6 +1,10 @@
 package ops
 
-import "math"
+import (
+	"math"
+
+	"github.com/outbox-operator/outbox-operator/inbox"
+)
 
 // The synthetic series the alert rules are evaluated on (alerteval_test.go): a
 // healthy pipeline and consumer, and one scenario per failure an alert is for.
@@ -97,7 +101,7 @@ func healthy() []series {
 		{"outbox_pipeline_slot_active", manager, always(1)},
 		{"outbox_replay_failed", `namespace="shop",pipeline="orders",replay="fix-too-large",job="outbox-operator-metrics"`, always(0)},
 		{"outbox_retention_last_run_failed", `namespace="shop",pipeline="orders",policy="nightly",job="outbox-operator-metrics"`, always(0)},
-		{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, always(3)},
+		{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodePermanent + `"`, always(3)},
 		{"inbox_oldest_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
 		{"inbox_consumer_lag", consumerPod, always(12)},
 		{"inbox_oldest_unhandled_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
@@ -138,13 +142,13 @@ var alertScenarios = []alertScenario{
 	},
 	{
 		name:    "one parked message",
-		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_RETRIES_EXHAUSTED"`, from(30, always(1))}},
-		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_RETRIES_EXHAUSTED", "consumer_group": "billing"}, notBefore: 30, by: 30.5}},
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodeRetriesExhausted + `"`, from(30, always(1))}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": inbox.CodeRetriesExhausted, "consumer_group": "billing"}, notBefore: 30, by: 30.5}},
 	},
 	{
 		name:    "one more parked message of a code seen before",
-		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, step(3, 30, 4)}},
-		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_PERMANENT"}, notBefore: 30, by: 30.5}},
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodePermanent + `"`, step(3, 30, 4)}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": inbox.CodePermanent}, notBefore: 30, by: 30.5}},
 	},
 	{
 		// The offsets stop moving, so the lag gauges freeze at healthy values: only the
