@@ -11,8 +11,9 @@
 #
 # Canaries: kube-chain (KUBE-FOREIGN-CANARY in filter, jumped to from FORWARD),
 # cni-chain (CNI-FOREIGN-CANARY in nat, jumped to from POSTROUTING, and in ip6tables'
-# filter), cgroup-proc (a process in kubepods/foreign-canary in the cpu and memory
-# hierarchies), address (10.199.255.1 on lo), node-address (the node's own address,
+# filter), cgroup-proc (a process in kubepods/foreign-canary: in the cpu and memory
+# hierarchies on a cgroup v1 or hybrid host, in the unified hierarchy on cgroup v2),
+# address (10.199.255.1 on lo), node-address (the node's own address,
 # 10.200.0.1, on lo), kubelet and containerd (processes by those names), sysctls
 # (the kubelet's sysctls at values other than the ones it wants).
 set -euo pipefail
@@ -24,6 +25,12 @@ CHAIN_KUBE=KUBE-FOREIGN-CANARY
 CHAIN_CNI=CNI-FOREIGN-CANARY
 CANARY_LABEL=lo:canary
 ADDRESS=10.199.255.1
+CANARY_CGROUP=kubepods/foreign-canary # where another kubelet (cgroupfs driver) puts pods
+# The cgroup filesystem the cgroup-proc canary goes into; its type says the layout
+# (cgroup_layout). Only for trying the unified branch on a hybrid host, whose
+# /sys/fs/cgroup/unified is a cgroup2 mount without controllers:
+#   CANARY_CGROUP_FS=/sys/fs/cgroup/unified canaries.sh plant cgroup-proc
+CGROUP_FS=${CANARY_CGROUP_FS:-/sys/fs/cgroup}
 # Everything the cluster's daemons and the CNI plugin could plausibly change.
 WATCHED_SYSCTLS=("${SAVED_SYSCTLS[@]}" net.bridge.bridge-nf-call-ip6tables net.ipv4.conf.all.route_localnet
   net.ipv6.conf.all.forwarding net.netfilter.nf_conntrack_max net.netfilter.nf_conntrack_tcp_timeout_established
@@ -35,7 +42,7 @@ PLANTED_SYSCTLS=(kernel.panic=7 kernel.panic_on_oops=0 vm.overcommit_memory=0 vm
   kernel.keys.root_maxkeys=999999 kernel.keys.root_maxbytes=24999999)
 
 planted() { [ -f "$CANARY_DIR/planted" ] && grep -qx "$1" "$CANARY_DIR/planted"; }
-remember() { echo "$1" >>"$CANARY_DIR/planted"; }
+remember() { planted "$1" || echo "$1" >>"$CANARY_DIR/planted"; }
 forget() { sed -i "/^$1\$/d" "$CANARY_DIR/planted" 2>/dev/null || true; }
 fail() { echo "canaries: $*" >&2; exit 1; }
 
@@ -53,6 +60,35 @@ start_named() {
   echo $! >"$CANARY_DIR/$1.pid"
 }
 
+# cgroup_layout: v2 when $CGROUP_FS is the unified hierarchy itself, v1 when it is a
+# tmpfs of per-controller hierarchies (cgroup v1, or hybrid).
+cgroup_layout() {
+  if [ "$(stat -fc %T "$CGROUP_FS")" = cgroup2fs ]; then echo v2; else echo v1; fi
+}
+
+# cgroup_bases <layout>: the hierarchies the canary's cgroup goes into. On v1 the cpu
+# one may be a link to a co-mounted cpu,cpuacct.
+cgroup_bases() {
+  if [ "$1" = v2 ]; then echo "$CGROUP_FS"; else echo "$CGROUP_FS/cpu $CGROUP_FS/memory"; fi
+}
+
+# cgroup_missing <pid> <layout>: each hierarchy in which /proc/<pid>/cgroup does not
+# show <pid> in the canary's cgroup, one per line; nothing when it is in all of them.
+# v2 has one line, "0::<path>"; v1 one per hierarchy, "<id>:<controllers>:<path>",
+# the controllers comma-separated ("cpu,cpuacct" where they are co-mounted).
+cgroup_missing() {
+  local pid=$1 h
+  if [ "$2" = v2 ]; then
+    grep -qx "0::/$CANARY_CGROUP" "/proc/$pid/cgroup" || echo "0::/$CANARY_CGROUP"
+    return 0
+  fi
+  for h in cpu memory; do
+    awk -F: -v h="$h" -v p="/$CANARY_CGROUP" '
+      $3 == p { n = split($2, c, ","); for (i = 1; i <= n; i++) if (c[i] == h) found = 1 }
+      END { exit !found }' "/proc/$pid/cgroup" || echo "$h:/$CANARY_CGROUP"
+  done
+}
+
 alive() { # alive <pidfile> <comm>
   local pid
   pid=$(cat "$1")
@@ -61,7 +97,7 @@ alive() { # alive <pidfile> <comm>
 }
 
 plant() {
-  local h pid
+  local b pid layout missing
   case $1 in
   kube-chain)
     iptables -w -N "$CHAIN_KUBE"
@@ -78,15 +114,27 @@ plant() {
     fi
     ;;
   cgroup-proc)
+    layout=$(cgroup_layout)
+    # Remembered before anything is made, so that remove cleans up after a plant that
+    # failed half-way: it kills only this pid and removes only the directories
+    # recorded in cgroup-dirs, each recorded once made.
+    remember cgroup-proc
+    echo "$layout" >"$CANARY_DIR/cgroup-layout"
     sleep 86400 </dev/null >/dev/null 2>&1 &
     pid=$!
     echo "$pid" >"$CANARY_DIR/cgroup-proc.pid"
-    for h in cpu memory; do
-      [ -d "/sys/fs/cgroup/$h/kubepods" ] || { mkdir "/sys/fs/cgroup/$h/kubepods" && echo "/sys/fs/cgroup/$h/kubepods" >>"$CANARY_DIR/cgroup-dirs"; }
-      mkdir "/sys/fs/cgroup/$h/kubepods/foreign-canary"
-      echo "/sys/fs/cgroup/$h/kubepods/foreign-canary" >>"$CANARY_DIR/cgroup-dirs"
-      echo "$pid" >"/sys/fs/cgroup/$h/kubepods/foreign-canary/cgroup.procs"
+    for b in $(cgroup_bases "$layout"); do
+      [ -d "$b" ] || fail "no cgroup hierarchy at $b (layout $layout)"
+      if [ ! -d "$b/${CANARY_CGROUP%/*}" ]; then
+        mkdir "$b/${CANARY_CGROUP%/*}" || fail "cannot make cgroup $b/${CANARY_CGROUP%/*}"
+        echo "$b/${CANARY_CGROUP%/*}" >>"$CANARY_DIR/cgroup-dirs"
+      fi
+      mkdir "$b/$CANARY_CGROUP" || fail "cannot make cgroup $b/$CANARY_CGROUP (another run's canary?)"
+      echo "$b/$CANARY_CGROUP" >>"$CANARY_DIR/cgroup-dirs"
+      echo "$pid" >"$b/$CANARY_CGROUP/cgroup.procs" || fail "cannot move pid $pid into $b/$CANARY_CGROUP"
     done
+    missing=$(cgroup_missing "$pid" "$layout")
+    [ -z "$missing" ] || fail "planted pid $pid, but /proc/$pid/cgroup lacks: ${missing//$'\n'/, }"
     ;;
   address) ip addr add "$ADDRESS/32" dev lo label "$CANARY_LABEL" ;;
   node-address) ip addr add "$NODE_IP/32" dev lo label "$CANARY_LABEL" ;;
@@ -102,7 +150,7 @@ plant() {
 }
 
 check_one() {
-  local h pid
+  local pid missing
   case $1 in
   kube-chain)
     iptables -w -C "$CHAIN_KUBE" -j RETURN 2>/dev/null || fail "$CHAIN_KUBE or its rule is gone"
@@ -118,9 +166,8 @@ check_one() {
   cgroup-proc)
     alive "$CANARY_DIR/cgroup-proc.pid" sleep
     pid=$(cat "$CANARY_DIR/cgroup-proc.pid")
-    for h in cpu memory; do
-      grep -q ":$h:/kubepods/foreign-canary\$" "/proc/$pid/cgroup" || fail "pid $pid is no longer in $h:/kubepods/foreign-canary"
-    done
+    missing=$(cgroup_missing "$pid" "$(cat "$CANARY_DIR/cgroup-layout")")
+    [ -z "$missing" ] || fail "pid $pid is no longer in ${missing//$'\n'/, }"
     ;;
   address | node-address)
     local a=$ADDRESS

@@ -86,7 +86,10 @@ readOnlyPort: 0
 healthzBindAddress: 127.0.0.1
 healthzPort: 10248
 containerRuntimeEndpoint: unix://$CONTAINERD_SOCK
-# This host has cgroup v1 (hybrid); kubelet 1.35+ refuses it unless told otherwise.
+# kubelet 1.35+ refuses a cgroup v1 (or hybrid) host unless told otherwise; on cgroup
+# v2 this setting changes nothing. The cgroupfs driver on both: the pods' cgroups are
+# directories under cgroupRoot, not systemd units (lib.sh's supported() says where
+# that would change the host's own cgroups).
 cgroupDriver: cgroupfs
 failCgroupV1: false
 # Pods live below the cluster's own cgroup root (host.sh makes it), never in a

@@ -7,8 +7,9 @@
 #   could not tell from its own: another kubelet or containerd, iptables chains named
 #   KUBE-* (kube-proxy's and the kubelet's chain names cannot be changed) or an
 #   nftables-mode kube-proxy's table (ours would delete it when it starts), addresses
-#   or routes in its ranges, its listening ports taken, or its own names (state
-#   directories, bridge, FORWARD guard, cgroup root) made by someone else.
+#   or routes in its ranges, a route covering them (a VPN's 10.0.0.0/8), its listening
+#   ports taken, or its own names (state directories, bridge, FORWARD guard, cgroup
+#   root) made by someone else.
 # - Before it creates a host object, up.sh records it in $OWNED; down.sh removes only
 #   what is recorded there, and the processes in the cluster's own cgroup root.
 # - $HOST_BEFORE records the sysctls the cluster changes, as they were before up;
@@ -87,6 +88,19 @@ foreign_daemons() {
   return 1
 }
 
+# covering_route <cidr>: the first route, in any table, whose prefix holds all of
+# <cidr> (a VPN's 10.0.0.0/8, a LAN's 10.200.0.0/16), and succeeds; fails when there
+# is none. A default route covers everything and says nothing about who uses the
+# range, so it does not count (in any table: a full-tunnel VPN's default route in its
+# own table neither).
+covering_route() {
+  ip -4 route show table all match "$1" | awk '
+    # The destination is the first word, or the second after a route type.
+    { d = $1; if (d ~ /^(unicast|local|broadcast|multicast|throw|unreachable|prohibit|blackhole|nat|anycast)$/) d = $2 }
+    d != "default" && d != "0.0.0.0/0" { sub(/ +$/, ""); print; found = 1; exit }
+    END { exit !found }'
+}
+
 # preflight prints the first reason this host's state rules out a fresh start and
 # fails, or succeeds quietly. Run before anything is created.
 preflight() {
@@ -117,6 +131,10 @@ preflight() {
     [ -z "$a" ] && a=$(ip -4 route show table all root "$cidr" | head -1)
     if [ -n "$a" ]; then
       echo "$cidr is in use on this host ($a); the cluster needs $NODE_NET, $POD_CIDR and $SERVICE_CIDR to itself"
+      return 1
+    fi
+    if a=$(covering_route "$cidr"); then
+      echo "route $a covers $cidr: that network (a VPN's, a LAN's) would lose these addresses to the cluster; the cluster needs $NODE_NET, $POD_CIDR and $SERVICE_CIDR to itself"
       return 1
     fi
   done

@@ -52,13 +52,50 @@ export_cluster_env() {
     OUTBOX_CLUSTER_NODE_IP=$NODE_IP OUTBOX_CLUSTER_POD_CIDR=$POD_CIDR
 }
 
+# cgroup_v2: the unified hierarchy alone is mounted at /sys/fs/cgroup (cgroup v2). On
+# cgroup v1 and hybrid hosts /sys/fs/cgroup is a tmpfs with one directory per
+# hierarchy (hybrid: the unified one too, at /sys/fs/cgroup/unified, without
+# controllers).
+cgroup_v2() { [ "$(stat -fc %T /sys/fs/cgroup 2>/dev/null)" = cgroup2fs ]; }
+
+# cgroup_unsupported prints why the kubelet cannot run in a cgroup root of its own
+# here without changing the host's cgroups, and succeeds; fails when it can.
+cgroup_unsupported() {
+  local c missing=""
+  if ! cgroup_v2; then
+    # What the kubelet checks on cgroup v1 before it starts (validateSystemRequirements).
+    for c in cpu cpuacct cpuset memory; do
+      awk -v c="$c" '$3 == "cgroup" { n = split($4, o, ","); for (i = 1; i <= n; i++) if (o[i] == c) f = 1 } END { exit !f }' /proc/self/mounts ||
+        missing+=" $c"
+    done
+    [ -z "$missing" ] && return 1
+    echo "cgroup v1: the kubelet needs the cpu, cpuacct, cpuset and memory controllers mounted; not mounted:$missing"
+    return 0
+  fi
+  if ! grep -qw memory /sys/fs/cgroup/cgroup.controllers 2>/dev/null; then
+    echo "cgroup v2: no memory controller (not in /sys/fs/cgroup/cgroup.controllers)"
+    return 0
+  fi
+  # runc and the kubelet (the cgroupfs driver, opencontainers/cgroups' fs2) write every
+  # controller of the root's cgroup.controllers into the cgroup.subtree_control of each
+  # ancestor of the cgroups they make, the host's root included, and the kubelet
+  # refuses a cgroup root lacking any of cpu, cpuset, memory, hugetlb and pids. Where
+  # the root already delegates them all, those writes change nothing; otherwise they
+  # would switch controllers on for the whole host, and nothing would switch them off.
+  for c in $(cat /sys/fs/cgroup/cgroup.controllers); do
+    grep -qw "$c" /sys/fs/cgroup/cgroup.subtree_control || missing+=" $c"
+  done
+  [ -z "$missing" ] && return 1
+  echo "cgroup v2: the root cgroup does not delegate$missing (not in /sys/fs/cgroup/cgroup.subtree_control); runc and the kubelet would enable them there for the whole host and nothing would disable them"
+  return 0
+}
+
 # supported prints why this host cannot run the cluster and fails, or succeeds quietly.
 supported() {
+  local why
   if [ "$(id -u)" != 0 ]; then echo "needs root (kubelet, containerd, network namespaces)"; return 1; fi
   if [ "$(uname -s)" != Linux ]; then echo "needs Linux"; return 1; fi
-  if [ ! -d /sys/fs/cgroup/memory ] && [ ! -f /sys/fs/cgroup/cgroup.controllers ]; then
-    echo "no memory cgroup controller mounted"; return 1
-  fi
+  if why=$(cgroup_unsupported); then echo "$why"; return 1; fi
   if ! ip link add outbox-probe0 type bridge 2>/dev/null; then echo "cannot create a bridge (ip link add type bridge)"; return 1; fi
   ip link del outbox-probe0
   if [ ! -e /proc/sys/net/bridge/bridge-nf-call-iptables ]; then echo "no br_netfilter (/proc/sys/net/bridge missing)"; return 1; fi

@@ -29,7 +29,7 @@ func TestBrokerOutageMidStream(t *testing.T) {
 	}
 	prod := startProducer(t, db, tp, 12)
 	status := func(s string) int {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status = $1`, s)
+		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status = $1`, s)
 	}
 	relaytest.Eventually(t, 30*time.Second, "200 events relayed before the outage", func() bool { return status("SENT") >= 200 })
 
@@ -71,7 +71,7 @@ func TestBrokerOutageMidStream(t *testing.T) {
 	replugged := time.Now()
 	dbReplug := dbNow(t, db)
 	relaytest.Eventually(t, 30*time.Second, "everything committed before the broker came back SENT", func() bool {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT' AND created_at <= $1`, dbReplug) == 0
+		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT' AND created_at <= $1`, dbReplug) == 0
 	})
 	caughtUp := time.Since(replugged)
 	atReplug := prod.committed.Load()
@@ -80,7 +80,7 @@ func TestBrokerOutageMidStream(t *testing.T) {
 	})
 	prod.Stop(t)
 	relaytest.Eventually(t, 30*time.Second, "every row SENT", func() bool {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT'`) == 0
+		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT'`) == 0
 	})
 
 	if dead := status("DEAD"); dead != 0 {

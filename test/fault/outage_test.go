@@ -41,7 +41,7 @@ func TestLongBrokerOutageLeavesNothingDead(t *testing.T) {
 	}
 	back := time.Now()
 	relaytest.Eventually(t, 15*time.Second, "backlog SENT soon after the broker's return", func() bool {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT'`) == 0
+		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status <> 'SENT'`) == 0
 	})
 	d := verifyDelivery(t, db, tp)
 	checkSurvived(t, 60, ws...)
@@ -117,12 +117,15 @@ func TestFlappingBrokerLeavesNothingBehind(t *testing.T) {
 				}
 				t.Logf("left: %s retry_count=%d code=%s rows=%d next_retry_in=%.1fs", st, rc, code, n, wait)
 			}
+			if err := rows.Err(); err != nil {
+				t.Logf("rows left: %v", err)
+			}
 		}
 	})
 	relaytest.Eventually(t, 10*time.Second, "nothing non-terminal 10s after the last return", func() bool {
-		return count(db, `SELECT count(*) FROM public.outbox_event WHERE status IN ('PENDING', 'SENDING', 'RETRY')`) == 0
+		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status IN ('PENDING', 'SENDING', 'RETRY')`) == 0
 	})
-	if dead := count(db, `SELECT count(*) FROM public.outbox_event WHERE status = 'DEAD'`); dead != 0 {
+	if dead := mustCount(t, db, `SELECT count(*) FROM public.outbox_event WHERE status = 'DEAD'`); dead != 0 {
 		t.Fatalf("%d rows DEAD after a flapping broker", dead)
 	}
 	d := verifyDelivery(t, db, tp)

@@ -83,16 +83,16 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 	}
 	relaytest.Eventually(t, 5*time.Second, "worker A stopped", func() bool { return processState(a.Cmd.Process.Pid) == "T" })
 	byA := `SELECT count(*) FROM public.outbox_event WHERE status = 'SENDING' AND owner_token LIKE 'sigstop-A/%'`
-	if got := count(db, byA); got != n {
+	if got := mustCount(t, db, byA); got != n {
 		t.Fatalf("%d rows SENDING under A's token, want the whole batch of %d", got, n)
 	}
 	relaytest.Eventually(t, 10*time.Second, "A's lease expired (database clock)", func() bool {
-		return count(db, byA+` AND lease_until < now()`) == n
+		return mustCount(t, db, byA+` AND lease_until < now()`) == n
 	})
 
 	b := startWorker(t, "sigstop-B", dsn, "--lease=2s")
 	byB := `SELECT count(*) FROM public.outbox_event WHERE status = 'SENT' AND owner_token LIKE 'sigstop-B/%'`
-	relaytest.Eventually(t, 20*time.Second, "B took the rows over and marked them SENT", func() bool { return count(db, byB) == n })
+	relaytest.Eventually(t, 20*time.Second, "B took the rows over and marked them SENT", func() bool { return mustCount(t, db, byB) == n })
 	relaytest.Eventually(t, 10*time.Second, "B counted the take-over", func() bool { return b.metric("outbox_lease_expired_total") == n })
 
 	// The broker answers A's old request (stored late: duplicates), then A wakes up
@@ -102,7 +102,7 @@ func TestSIGSTOPPastLeaseIsFenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	relaytest.Eventually(t, 20*time.Second, "A's late marks fenced", func() bool { return a.metric("outbox_mark_fenced_total") == n })
-	if got := count(db, byB); got != n {
+	if got := mustCount(t, db, byB); got != n {
 		t.Fatalf("after A's late marks only %d rows are SENT under B's token, want %d (A overwrote B)", got, n)
 	}
 	// Which mark A wrote depends on what it sees first on waking: the expired publish

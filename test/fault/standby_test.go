@@ -33,7 +33,7 @@ func TestHotStandbyRefused(t *testing.T) {
 	defer standby.Close()
 	// The standby has the migrated table and the rows, so only being a standby is wrong.
 	relaytest.Eventually(t, 20*time.Second, "rows replicated to the standby", func() bool {
-		return count(standby, `SELECT count(*) FROM public.outbox_event`) == n
+		return mustCount(t, standby, `SELECT count(*) FROM public.outbox_event`) == n
 	})
 
 	env := []string{"PATH=" + os.Getenv("PATH"), "OUTBOX_DSN=" + sbDSN, "KAFKA_BROKERS=" + broker.AddrList()}
@@ -59,7 +59,7 @@ func TestHotStandbyRefused(t *testing.T) {
 	}
 	untouched := `SELECT count(*) FROM public.outbox_event
 		WHERE status = 'PENDING' AND owner_token IS NULL AND retry_count = 0 AND updated_at = created_at`
-	if got := count(db, untouched); got != n {
+	if got := mustCount(t, db, untouched); got != n {
 		t.Errorf("%d of %d rows untouched on the primary", got, n)
 	}
 	if got := broker.Count(tp); got != 0 {

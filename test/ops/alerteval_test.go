@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/model/rulefmt"
+	"github.com/prometheus/prometheus/model/value"
 	"github.com/prometheus/prometheus/promql"
 	"github.com/prometheus/prometheus/promql/promqltest"
 	"github.com/prometheus/prometheus/rules"
@@ -53,7 +54,9 @@ func loadSeries(changes []series) string {
 	for _, s := range all {
 		fmt.Fprintf(&b, "  %s", s.key())
 		for at := time.Duration(0); at <= seriesSpan; at += scrapeEvery {
-			if v, ok := s.values(at.Minutes()); ok {
+			if v, ok := s.values(at.Minutes()); value.IsStaleNaN(v) {
+				b.WriteString(" stale")
+			} else if ok {
 				fmt.Fprintf(&b, " %g", v)
 			} else {
 				b.WriteString(" _")
@@ -99,9 +102,10 @@ type fired struct {
 	first, last time.Duration
 }
 
-// evaluate runs every rule every scrapeEvery from evalFrom to the end of the series
-// and returns the alerts that reached firing.
-func evaluate(t *testing.T, rs []*rules.AlertingRule, load string) map[string][]*fired {
+// evaluate runs every rule every scrapeEvery from evalFrom to the end of the series,
+// except while Prometheus is down (minutes [down[0], down[1]) when down[1] > 0), and
+// returns the alerts that reached firing.
+func evaluate(t *testing.T, rs []*rules.AlertingRule, load string, down [2]float64) map[string][]*fired {
 	t.Helper()
 	st := promqltest.LoadedStorage(t, load)
 	engine := promql.NewEngine(promql.EngineOpts{
@@ -113,6 +117,9 @@ func evaluate(t *testing.T, rs []*rules.AlertingRule, load string) map[string][]
 	start := time.Unix(0, 0).UTC()
 	out := map[string][]*fired{}
 	for at := evalFrom; at <= seriesSpan; at += scrapeEvery {
+		if m := at.Minutes(); m >= down[0] && m < down[1] {
+			continue
+		}
 		for _, r := range rs {
 			if _, err := r.Eval(context.Background(), 0, start.Add(at), query, nil, 0); err != nil {
 				t.Fatalf("%s at %v: %v", r.Name(), at, err)
@@ -176,6 +183,9 @@ func checkScenario(t *testing.T, sc alertScenario, got map[string][]*fired) {
 		if still := hit.last == end; still != w.firingAtEnd {
 			t.Errorf("%s still firing at the end: %v, want %v (last at minute %.1f)", w.alert, still, w.firingAtEnd, minutes(hit.last))
 		}
+		if last := minutes(hit.last); w.lastFiring > 0 && (last < w.lastFiring-0.5 || last > w.lastFiring) {
+			t.Errorf("%s last fired at minute %.1f, want between %.1f and %.1f", w.alert, last, w.lastFiring-0.5, w.lastFiring)
+		}
 	}
 	for name, fs := range got {
 		for _, f := range fs {
@@ -225,7 +235,7 @@ func TestAlertsFireOnTheirScenario(t *testing.T) {
 		load := loadSeries(sc.changes)
 		for where, rs := range sources {
 			t.Run(sc.name+"/"+where, func(t *testing.T) {
-				checkScenario(t, sc, evaluate(t, rs, load))
+				checkScenario(t, sc, evaluate(t, rs, load, sc.promDown))
 			})
 		}
 		for _, w := range sc.want {

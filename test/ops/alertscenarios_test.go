@@ -1,6 +1,12 @@
 package ops
 
-import "math"
+import (
+	"math"
+	"strings"
+
+	"github.com/outbox-operator/outbox-operator/inbox"
+	"github.com/prometheus/prometheus/model/value"
+)
 
 // The synthetic series the alert rules are evaluated on (alerteval_test.go): a
 // healthy pipeline and consumer, and one scenario per failure an alert is for.
@@ -68,6 +74,24 @@ func readEvery(n, stop float64) curve {
 	}
 }
 
+// staleMarker is the value Prometheus stores when a scrape fails: every series of
+// the target is marked stale (and absent from then on until a scrape succeeds).
+var staleMarker = math.Float64frombits(value.StaleNaN)
+
+// unscraped is f with the target unreachable from minute m for d minutes: a staleness
+// marker at the first failed scrape, then no samples until the scrapes succeed again.
+func unscraped(m, d float64, f curve) curve {
+	return func(x float64) (float64, bool) {
+		switch {
+		case x == m:
+			return staleMarker, true
+		case x > m && x < m+d:
+			return 0, false
+		}
+		return f(x)
+	}
+}
+
 type series struct {
 	name, labels string
 	values       curve
@@ -97,7 +121,7 @@ func healthy() []series {
 		{"outbox_pipeline_slot_active", manager, always(1)},
 		{"outbox_replay_failed", `namespace="shop",pipeline="orders",replay="fix-too-large",job="outbox-operator-metrics"`, always(0)},
 		{"outbox_retention_last_run_failed", `namespace="shop",pipeline="orders",policy="nightly",job="outbox-operator-metrics"`, always(0)},
-		{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, always(3)},
+		{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodePermanent + `"`, always(3)},
 		{"inbox_oldest_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
 		{"inbox_consumer_lag", consumerPod, always(12)},
 		{"inbox_oldest_unhandled_message_age_seconds", consumerPod, waiting(math.Inf(1), 0)},
@@ -105,18 +129,33 @@ func healthy() []series {
 }
 
 // want is an alert that must fire: with these labels, first between notBefore and by
-// (minutes), and still firing at the end of the hour or resolved by then.
+// (minutes), and still firing at the end of the hour or resolved by then; with
+// lastFiring, firing for the last time in the half minute up to it.
 type want struct {
 	alert         string
 	labels        map[string]string
 	notBefore, by float64
 	firingAtEnd   bool
+	lastFiring    float64
 }
 
 type alertScenario struct {
 	name    string
 	changes []series // replace the healthy series of the same key (nil values: drop it), or add one
 	want    []want
+	// promDown: Prometheus is not running from minute [0] to [1] (no rule
+	// evaluations); the series say what its storage holds.
+	promDown [2]float64
+}
+
+// healthyWith is every healthy series changed by f (nil values: drop it).
+func healthyWith(f func(s series) curve) []series {
+	var out []series
+	for _, s := range healthy() {
+		s.values = f(s)
+		out = append(out, s)
+	}
+	return out
 }
 
 var alertScenarios = []alertScenario{
@@ -138,13 +177,13 @@ var alertScenarios = []alertScenario{
 	},
 	{
 		name:    "one parked message",
-		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_RETRIES_EXHAUSTED"`, from(30, always(1))}},
-		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_RETRIES_EXHAUSTED", "consumer_group": "billing"}, notBefore: 30, by: 30.5}},
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodeRetriesExhausted + `"`, from(30, always(1))}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": inbox.CodeRetriesExhausted, "consumer_group": "billing"}, notBefore: 30, by: 30.5}},
 	},
 	{
 		name:    "one more parked message of a code seen before",
-		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="HANDLER_PERMANENT"`, step(3, 30, 4)}},
-		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": "HANDLER_PERMANENT"}, notBefore: 30, by: 30.5}},
+		changes: []series{{"inbox_consume_dead_total", consumerPod + `,event_type="OrderPlaced",error_code="` + inbox.CodePermanent + `"`, step(3, 30, 4)}},
+		want:    []want{{alert: "InboxMessagesParked", labels: map[string]string{"error_code": inbox.CodePermanent}, notBefore: 30, by: 30.5}},
 	},
 	{
 		// The offsets stop moving, so the lag gauges freeze at healthy values: only the
@@ -258,6 +297,59 @@ var alertScenarios = []alertScenario{
 			{alert: "OutboxReplicationSlotInactive", notBefore: 39.5, by: 40.5, firingAtEnd: true},
 			{alert: "OutboxReplicationSlotLagging", notBefore: 39.5, by: 40.5, firingAtEnd: true},
 		},
+	},
+	{
+		// Nothing happened at minute 30 but the start of a Prometheus whose storage is
+		// empty (a first install, a lost volume): every series begins there. Counters
+		// that counted events long ago look like series born with those events, so
+		// each alert that counts a new series with its whole value fires once per
+		// non-zero label set, for 15 minutes, then resolves by itself
+		// (docs/monitoring.md, "Alerts"). OutboxLeaseExpiriesRising's 15m `for:` keeps
+		// it silent.
+		name:    "Prometheus started with empty storage",
+		changes: healthyWith(func(s series) curve { return from(30, s.values) }),
+		want: []want{
+			{alert: "OutboxDeadEventsIncreasing", labels: map[string]string{"code": "MESSAGE_TOO_LARGE"}, notBefore: 30, by: 30, lastFiring: 45},
+			{alert: "OutboxUnknownSendOutcomes", labels: map[string]string{"destination": "orders"}, notBefore: 30, by: 30, lastFiring: 45},
+			{alert: "OutboxMarksFenced", labels: map[string]string{"pipeline": "orders"}, notBefore: 30, by: 30, lastFiring: 45},
+			{alert: "InboxMessagesParked", labels: map[string]string{"error_code": inbox.CodePermanent}, notBefore: 30, by: 30, lastFiring: 45},
+		},
+	},
+	{
+		// Prometheus restarts (or is rescheduled) and keeps its storage: 25 minutes
+		// without samples or evaluations. A counter last seen before the gap is not a
+		// new series.
+		name: "Prometheus down for 25 minutes, its storage kept",
+		changes: healthyWith(func(s series) curve {
+			return func(x float64) (float64, bool) {
+				if x >= 25 && x < 50 {
+					return 0, false
+				}
+				return s.values(x)
+			}
+		}),
+		promDown: [2]float64{25, 50},
+	},
+	{
+		// One failed scrape marks every series of the pod stale; the next one brings
+		// them back. That is no new series either (15 minutes later, a selector with
+		// `offset 15m` finds the stale marker, not the counter).
+		name: "one failed scrape of a relay pod",
+		changes: healthyWith(func(s series) curve {
+			if s.labels == relayPod || strings.HasPrefix(s.labels, relayPod+",") {
+				return unscraped(30, 0.5, s.values)
+			}
+			return s.values
+		}),
+	},
+	{
+		name: "a relay pod unreachable for 25 minutes",
+		changes: healthyWith(func(s series) curve {
+			if s.labels == relayPod || strings.HasPrefix(s.labels, relayPod+",") {
+				return unscraped(25, 25, s.values)
+			}
+			return s.values
+		}),
 	},
 	{
 		name:    "a failed replay",

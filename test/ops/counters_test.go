@@ -9,10 +9,13 @@ import (
 )
 
 // Every increase() in an alert also counts series born inside its range
-// (`x unless x offset <range>`): the relay's and the inbox's labelled counters appear
-// with their first event, and increase() over a series whose first sample is already
-// 1 is 0. TestAlertsFireOnTheirScenario shows it for the alerts of today; this keeps
-// a new counter alert from forgetting it.
+// (`x unless last_over_time(x[<lookback>] offset <range>)`): the relay's and the
+// inbox's labelled counters appear with their first event, and increase() over a
+// series whose first sample is already 1 is 0. "Born" is read over a range, not as
+// `x offset <range>`, which a failed scrape's staleness marker or a gap of a few
+// minutes would empty (the scenarios "one failed scrape of a relay pod" and
+// "Prometheus down for 25 minutes"). TestAlertsFireOnTheirScenario shows it for the
+// alerts of today; this keeps a new counter alert from forgetting it.
 func TestCounterAlertsCountNewSeries(t *testing.T) {
 	for _, r := range alerts(t) {
 		e, err := promQL.ParseExpr(r.Expr.String())
@@ -32,9 +35,15 @@ func TestCounterAlertsCountNewSeries(t *testing.T) {
 				}
 			case *parser.BinaryExpr:
 				l, lok := n.LHS.(*parser.VectorSelector)
-				rr, rok := n.RHS.(*parser.VectorSelector)
-				if n.Op == parser.LUNLESS && lok && rok && l.Name == rr.Name && l.OriginalOffset == 0 {
-					newSeries[l.Name] = rr.OriginalOffset
+				if n.Op != parser.LUNLESS || !lok || l.OriginalOffset != 0 {
+					return nil
+				}
+				if c, ok := n.RHS.(*parser.Call); ok && c.Func.Name == "last_over_time" {
+					if ms, ok := c.Args[0].(*parser.MatrixSelector); ok {
+						if vs := ms.VectorSelector.(*parser.VectorSelector); vs.Name == l.Name && ms.Range >= time.Hour {
+							newSeries[l.Name] = vs.OriginalOffset
+						}
+					}
 				}
 			}
 			return nil
@@ -42,7 +51,7 @@ func TestCounterAlertsCountNewSeries(t *testing.T) {
 		for name, rng := range increases {
 			if off, ok := newSeries[name]; !ok || off != rng {
 				d := model.Duration(rng)
-				t.Errorf("%s: increase(%s[%v]) misses the first event of a new series; add `(%s unless %s offset %v) or` before it",
+				t.Errorf("%s: increase(%s[%v]) misses the first event of a new series; add `(%s unless last_over_time(%s[1h] offset %v)) or` before it",
 					r.Alert, name, d, name, name, d)
 			}
 		}
