@@ -8,8 +8,8 @@ import (
 	"context"
 	"time"
 
-	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/wakeup"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
