@@ -1,0 +1,270 @@
+// loop.go: the relay loop. Each turn: rebalance the shard leases when due (every
+// lease/3), publish the hold table's due rows and settle them (when an advance or
+// settle may have made rows due, and at least once per poll interval), read a window
+// batch and publish and advance it; once a read finds nothing the worker has caught
+// up: it ticks (at most once per poll interval, or at once when a NOTIFY came) and
+// otherwise waits with the idle back-off. Broker-wide failures pause it
+// (brokerpause); database errors back it off.
+
+package shardrelay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+)
+
+// loopState is the loop's state between turns.
+type loopState struct {
+	r          *Relay
+	pace       *pace.Pacer
+	failures   int       // database errors in a row
+	lastTick   time.Time // last tick attempt
+	lastDue    time.Time // last read of the due hold rows
+	holdsDirty bool      // an advance wrote hold rows or a settle changed some: read the due ones now
+	woke       bool      // the last idle wait ended with a NOTIFY
+}
+
+// loop relays until ctx ends; a started batch runs under work, so it is published and
+// advanced (or given up at ShutdownTimeout) before loop returns.
+func (r *Relay) loop(ctx, work context.Context) {
+	l := &loopState{r: r, pace: pace.New(r.cfg.PollInterval), holdsDirty: true}
+	for {
+		if ctx.Err() != nil {
+			r.log.Info("stop signal: no more reads")
+			return
+		}
+		r.health.Beat()
+		if !time.Now().Before(r.nextRebalance) {
+			if err := r.rebalance(work); err != nil {
+				l.failed(ctx, "lease", err)
+				continue
+			}
+		}
+		busy, err := l.turn(ctx, work)
+		if err != nil {
+			l.failed(ctx, "claim", err)
+			continue
+		}
+		l.ok()
+		if busy {
+			l.pace.Reset()
+			continue
+		}
+		l.idle(ctx)
+	}
+}
+
+// turn runs the hold table's due rows and one window batch; busy says there was
+// something to do (so there probably is more: no wait before the next turn).
+func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
+	r := l.r
+	if l.holdsDirty || time.Since(l.lastDue) >= r.cfg.PollInterval {
+		l.lastDue, l.holdsDirty = time.Now(), false
+		rd, err := r.dueHolds(ctx, work)
+		if err != nil {
+			l.holdsDirty = true
+			return false, err
+		}
+		l.holdsDirty = rd.holds
+		if r.afterRound(ctx, rd) {
+			return true, nil // paused for the brokers, and back for the trial (or stopped)
+		}
+		busy = rd.items > 0
+	}
+	b, start, err := r.read(work)
+	if err != nil {
+		return false, err
+	}
+	if len(b.Windows) > 0 {
+		rd, err := r.relayBatch(ctx, work, b, start)
+		if err != nil {
+			return false, err
+		}
+		l.holdsDirty = l.holdsDirty || rd.holds
+		r.afterRound(ctx, rd)
+		return true, nil
+	}
+	if busy {
+		return true, nil
+	}
+	// Caught up: a tick makes what committed since the last one readable; a NOTIFY
+	// that came during this turn asks for one now.
+	select {
+	case <-r.wake:
+		l.woke = true
+	default:
+	}
+	if l.woke || time.Since(l.lastTick) >= r.cfg.PollInterval {
+		l.lastTick, l.woke = time.Now(), false
+		if _, recorded, err := r.st.Tick(work); err != nil {
+			return false, err
+		} else if recorded {
+			return true, nil
+		}
+	}
+	if !r.brk.Up() && ctx.Err() == nil && !r.waiting(ctx) {
+		r.brk.Resume(ctx, "nothing to send")
+	}
+	return false, nil
+}
+
+// round is what one publish of a batch or of due hold rows did, for the broker pause.
+type round struct {
+	items    int  // events read (or due hold rows)
+	sent     int  // stored by a broker
+	answered bool // a broker answered for at least one message (brokerpause.Answered)
+	// down: the brokers refused the batch as a whole (brokerpause.BrokerWide), not at
+	// shutdown; nothing was advanced or settled.
+	down      bool
+	code, msg string
+	topics    []string
+	holds     bool // hold rows were written or changed: some may be due now
+}
+
+// afterRound applies a round to the broker state: something stored resets the pause
+// streak; a batch refused as a whole pauses (and reports true once the pause's wait
+// is over, for the trial); a paused worker resumes on a trial a broker answered.
+func (r *Relay) afterRound(ctx context.Context, rd round) (paused bool) {
+	if rd.sent > 0 {
+		r.brk.Stored()
+	}
+	if rd.down {
+		r.brk.Pause(ctx, rd.topics, rd.code, rd.msg)
+		return true
+	}
+	if r.brk.Up() || ctx.Err() != nil {
+		return false
+	}
+	switch {
+	case rd.sent > 0:
+		r.brk.Resume(ctx, "produce")
+	case rd.answered:
+		r.brk.Resume(ctx, "broker answer")
+	}
+	return false
+}
+
+// read reads a window batch of the leased shards, round robin from where the last
+// one ended.
+func (r *Relay) read(work context.Context) (shardstore.Batch, time.Time, error) {
+	start := time.Now()
+	tokens := r.leases.Tokens()
+	if len(tokens) == 0 {
+		return shardstore.Batch{}, start, nil
+	}
+	b, err := r.st.Read(work, tokens, r.next, r.cfg.BatchSize)
+	r.m.ClaimLatency.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return b, start, err
+	}
+	r.m.ClaimBatchSize.Observe(float64(len(b.Events)))
+	r.next = b.Next
+	return b, start, nil
+}
+
+// rebalance is one lease round (shardstore.Store.Rebalance): heartbeat, renew, give
+// up shards over the fair share, take free ones.
+func (r *Relay) rebalance(ctx context.Context) error {
+	start := time.Now()
+	had := r.leases.Len()
+	r.nextRebalance = start.Add(r.cfg.Lease / 3)
+	plan, err := r.st.Rebalance(ctx, &r.leases)
+	held := map[int16]bool{}
+	for _, s := range r.leases.Shards() {
+		held[s] = true
+		r.renewed[s] = start // renewed or acquired by this round (or lost: the advance's fence says so)
+	}
+	for s := range r.renewed {
+		if !held[s] {
+			delete(r.renewed, s)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := r.leases.Len(); n != had || len(plan.Release) > 0 {
+		r.log.Info("shard leases", "held", n, "before", had, "released", len(plan.Release))
+	}
+	return nil
+}
+
+// keepLeases renews the leases while the worker is paused for the brokers.
+func (r *Relay) keepLeases(ctx context.Context) {
+	if time.Now().Before(r.nextRebalance) {
+		return
+	}
+	if err := r.rebalance(ctx); err != nil && ctx.Err() == nil {
+		r.m.Errors.WithLabelValues("lease").Inc()
+		r.log.V(1).Info("lease round failed while paused", "error", err.Error())
+	}
+}
+
+// deadline is when a batch of these shards must be published by: the earliest lease
+// renewal among them plus the lease, less the margin (a shard not held: now).
+func (r *Relay) deadline(shards []int16) time.Time {
+	d := time.Time{}
+	for _, s := range shards {
+		at, ok := r.renewed[s]
+		if !ok {
+			return time.Now()
+		}
+		if t := at.Add(r.cfg.Lease - r.cfg.LeaseMargin); d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	return d
+}
+
+// failed backs off after a database error and says why in readiness: a hot standby
+// (failover demoted the primary) or a database error.
+func (l *loopState) failed(ctx context.Context, stage string, err error) {
+	r := l.r
+	l.failures++
+	r.m.Errors.WithLabelValues(stage).Inc()
+	delay := r.cfg.Backoff.Delay(l.failures)
+	reason := "database error: " + err.Error()
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if ok, perr := r.primary(c); perr == nil && !ok {
+		reason = store.ErrHotStandby.Error()
+	}
+	cancel()
+	r.health.SetReady(false, reason)
+	if !errors.Is(err, context.Canceled) {
+		r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)
+	}
+	sleep(ctx, delay)
+}
+
+// ok records a turn that worked: readiness returns after failures (unless paused).
+func (l *loopState) ok() {
+	if l.failures > 0 {
+		l.failures = 0
+		if l.r.brk.Up() {
+			l.r.health.SetReady(true, "")
+		}
+	}
+}
+
+// idle waits after a turn with nothing to do: the pacer's wait (at most until the
+// next lease round), cut short by the stop signal or a NOTIFY (plus WakeLinger, so a
+// burst of commits costs one tick and read, not one per commit).
+func (l *loopState) idle(ctx context.Context) {
+	d := l.pace.Idle()
+	if until := time.Until(l.r.nextRebalance); until < d {
+		d = max(until, 0)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-l.r.wake:
+		l.woke = true
+		sleep(ctx, pace.WakeLinger)
+	case <-t.C:
+	}
+}
