@@ -23,7 +23,7 @@ var (
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
 	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
-	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill, v1 (a straightforward v1 relay, drain only)")
+	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill, v1 (a straightforward v1 relay, drain only), relay-v2 (the relay on a table of contract v2, drain only)")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose  = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
@@ -185,6 +185,15 @@ func drains(s *stack, withPeer bool, lim []limitResult) error {
 				return err
 			}
 			fmt.Printf("  with history: %.2f x the drain rate without\n", results[len(results)-1].rate()/results[0].rate())
+		}
+	}
+	if has(*peers, "relay-v2") {
+		if err := runOne(s.relayV2("relay, table contract v2", drainFlags, false), "d-relay-v2", 0); err != nil {
+			return err
+		}
+		if has(*peers, "relay") {
+			fmt.Printf("  relay v2 / relay: %.2f x; PostgreSQL CPU per event: relay %.1f µs, relay v2 %.1f µs\n",
+				results[len(results)-1].rate()/results[0].rate(), pgCPUPerEvent(results[0]), pgCPUPerEvent(results[len(results)-1]))
 		}
 	}
 	if has(*peers, "cdc") {
