@@ -17,42 +17,73 @@ import (
 // published batch left unadvanced would be published again by the next owner.
 const markTimeout = 15 * time.Second
 
-// relayBatch publishes b and advances its shards. A batch the brokers refused as a
-// whole is not advanced (its events are read again, no attempt counted: the trial
-// after the pause); nor is a batch cut short by the stop signal before anything was
-// stored, or one read too late in its shards' leases.
-func (r *Relay) relayBatch(ctx, work context.Context, b shardstore.Batch, readAt time.Time) (round, error) {
+// batchPart is a published window batch, to advance.
+type batchPart struct {
+	b        shardstore.Batch
+	items    []item
+	at       []int // at[k] is the event of items[k]
+	s        sent
+	tooLate  bool // read too late in its shards' leases: not published, read again
+	shutdown bool // the publish ran into the stop signal's timeout
+}
+
+func (bp *batchPart) roundOf() round {
+	if bp == nil {
+		return round{}
+	}
+	return bp.s.round
+}
+
+// publishBatch publishes b's events (not those held behind an older version in the
+// hold table).
+func (r *Relay) publishBatch(work context.Context, b shardstore.Batch, readAt time.Time) *batchPart {
+	bp := &batchPart{b: b}
 	shards := make([]int16, len(b.Windows))
 	for i, w := range b.Windows {
 		shards[i] = w.Shard
 	}
-	deadline := r.deadline(shards)
-	results := make([]shardstore.Result, len(b.Events))
-	var items []item
-	var at []int // at[k] is the event of items[k]
 	for i := range b.Events {
-		results[i] = shardstore.Result{Outcome: shardstore.Unsent}
 		if !b.Events[i].Held {
-			items = append(items, r.newItem(&b.Events[i].Row))
-			at = append(at, i)
+			bp.items = append(bp.items, r.newItem(&b.Events[i].Row))
+			bp.at = append(bp.at, i)
 		}
 	}
-	if len(items) > 0 && time.Until(deadline) <= 0 {
-		r.log.Info("lease nearly expired before publishing; the batch is read again", "events", len(items))
-		return round{items: len(items)}, nil
+	deadline := r.deadline(shards)
+	if len(bp.items) > 0 && time.Until(deadline) <= 0 {
+		r.log.Info("lease nearly expired before publishing; the batch is read again", "events", len(bp.items))
+		bp.tooLate = true
+		bp.s = sent{round: round{items: len(bp.items)}}
+		return bp
 	}
-	s := r.send(work, items, deadline)
-	shutdown := work.Err() != nil
-	if s.down || shutdown && s.sent == 0 {
-		return s.round, nil
+	bp.s = r.send(work, bp.items, deadline)
+	bp.shutdown = work.Err() != nil
+	return bp
+}
+
+// advance moves bp's shards past its events, writing the hold rows PlanHolds decides,
+// in one fenced statement. It does not when the brokers refused the turn as a whole
+// (down) or the stop signal cut the publish short before anything was stored, if
+// anything was tried: the events are read again (no attempt counted). holds says hold
+// rows were written (some may be due now).
+func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
+	if bp == nil || bp.tooLate {
+		return false, nil
+	}
+	if bp.s.triedAny() && (down || bp.shutdown && bp.s.sent == 0) {
+		return false, nil
+	}
+	b := bp.b
+	results := make([]shardstore.Result, len(b.Events))
+	for i := range results {
+		results[i] = shardstore.Result{Outcome: shardstore.Unsent}
 	}
 	adv := shardstore.Advance{Windows: b.Windows, Partitions: []int32{}, Offsets: []int64{}}
-	for k, i := range at {
-		v := r.decide(items, &s, k, shutdown)
+	for k, i := range bp.at {
+		v := r.decide(bp.items, &bp.s, k, bp.shutdown)
 		results[i] = result(v)
 		if v.Kind == verdict.Sent {
-			adv.Partitions = append(adv.Partitions, int32(s.res[k].Partition))
-			adv.Offsets = append(adv.Offsets, s.res[k].Offset)
+			adv.Partitions = append(adv.Partitions, int32(bp.s.res[k].Partition))
+			adv.Offsets = append(adv.Offsets, bp.s.res[k].Offset)
 		}
 	}
 	adv.Holds = shardstore.PlanHolds(b.Events, results, r.cfg.MaxAttempts)
@@ -65,7 +96,7 @@ func (r *Relay) relayBatch(ctx, work context.Context, b shardstore.Batch, readAt
 		// Published but not advanced: the events are read and published again (a
 		// duplicate, never a loss).
 		r.m.Errors.WithLabelValues("mark").Inc()
-		return s.round, err
+		return false, err
 	}
 	moved := map[int16]bool{}
 	for _, sh := range out.Shards {
@@ -75,9 +106,8 @@ func (r *Relay) relayBatch(ctx, work context.Context, b shardstore.Batch, readAt
 	if lost := r.lostShards(b.Windows, moved); lost > 0 {
 		r.log.Info("lease lost before the advance; another worker owns the shards", "events", lost)
 	}
-	s.holds = out.Holds > 0
 	r.countBatch(b.Events, results, adv.Holds, moved)
-	return s.round, nil
+	return out.Holds > 0, nil
 }
 
 // lostShards drops the batch's shards the advance did not move (their leases were

@@ -5,6 +5,7 @@ package shardrelay
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
@@ -13,7 +14,8 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
-// startBackground starts the background loops; stop ends them and waits.
+// startBackground starts the background loops; stop ends them and waits (once: later
+// calls return at once).
 func (r *Relay) startBackground(ctx context.Context) (stop func()) {
 	var loops []*startstop.Task
 	if r.cfg.DSN != "" {
@@ -22,7 +24,8 @@ func (r *Relay) startBackground(ctx context.Context) (stop func()) {
 		}))
 	}
 	loops = append(loops, startstop.Start(ctx, r.stats))
-	return func() { startstop.StopAll(loops...) }
+	var once sync.Once
+	return func() { once.Do(func() { startstop.StopAll(loops...) }) }
 }
 
 // stats refreshes the table-health gauges and the worker's status row every

@@ -13,41 +13,68 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// dueHolds publishes up to a batch of due hold rows of the leased shards and settles
-// them. Rows the brokers refused as a whole are not settled (no attempt counted).
-func (r *Relay) dueHolds(ctx, work context.Context) (round, error) {
+// duePart is the published due hold rows of a turn, to settle.
+type duePart struct {
+	rows     []shardstore.HoldRow
+	items    []item
+	s        sent
+	shutdown bool
+	settled  int // rows the settle changed
+}
+
+func (d *duePart) roundOf() round {
+	if d == nil {
+		return round{}
+	}
+	return d.s.round
+}
+
+// changed: the settle changed rows (sent ones are gone: the HELD rows behind them may
+// be due now).
+func (d *duePart) changed() bool { return d != nil && d.settled > 0 }
+
+// publishDue publishes up to a batch of due hold rows of the leased shards (nil:
+// none).
+func (r *Relay) publishDue(work context.Context) (*duePart, error) {
 	tokens := r.leases.Tokens()
 	if len(tokens) == 0 {
-		return round{}, nil
+		return nil, nil
 	}
 	rows, err := r.st.DueHolds(work, tokens, r.cfg.BatchSize)
 	if err != nil || len(rows) == 0 {
-		return round{}, err
+		return nil, err
 	}
+	d := &duePart{rows: rows, items: make([]item, len(rows))}
 	var shards []int16
-	items := make([]item, len(rows))
 	for i := range rows {
 		// The grace of a missing topic counts from created_at; a hold row carries no
 		// age from the database, so it is taken on the worker clock here.
 		rows[i].Age = time.Since(rows[i].CreatedAt)
-		items[i] = r.newItem(&rows[i].Row)
+		d.items[i] = r.newItem(&rows[i].Row)
 		shards = append(shards, rows[i].Shard)
 	}
-	s := r.send(work, items, r.deadline(shards))
-	shutdown := work.Err() != nil
-	if s.down {
-		return s.round, nil
+	d.s = r.send(work, d.items, r.deadline(shards))
+	d.shutdown = work.Err() != nil
+	return d, nil
+}
+
+// settleDue settles the rows d published, fenced by the shard leases; not when the
+// brokers refused the turn as a whole (down) and d tried something: no attempt is
+// counted, the rows stay due.
+func (r *Relay) settleDue(d *duePart, down bool) error {
+	if d == nil || down && d.s.triedAny() {
+		return nil
 	}
 	var st []shardstore.Settlement
 	var counted []countedHold
 	blocked := map[shardstore.AggregateKey]bool{}
-	for i := range rows {
-		v := r.decide(items, &s, i, shutdown)
-		agg := items[i].agg
+	for i := range d.rows {
+		v := r.decide(d.items, &d.s, i, d.shutdown)
+		agg := d.items[i].agg
 		if blocked[agg] && v.Kind != verdict.Sent {
 			continue // behind an older version that stays: unchanged
 		}
-		x, ok := settle(rows[i], v, r.cfg.MaxAttempts)
+		x, ok := settle(d.rows[i], v, r.cfg.MaxAttempts)
 		if v.Kind != verdict.Sent && v.Kind != verdict.Dead && (!ok || x.State != schema.StatusDead) {
 			blocked[agg] = true
 		}
@@ -55,25 +82,25 @@ func (r *Relay) dueHolds(ctx, work context.Context) (round, error) {
 			continue
 		}
 		st = append(st, x)
-		counted = append(counted, countedHold{dest: rows[i].Destination, s: x, tried: v.Kind != verdict.Release})
+		counted = append(counted, countedHold{dest: d.rows[i].Destination, s: x, tried: v.Kind != verdict.Release})
 	}
 	if len(st) == 0 {
-		return s.round, nil
+		return nil
 	}
 	c, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
 	n, err := r.st.Settle(c, st)
 	if err != nil {
 		r.m.Errors.WithLabelValues("mark").Inc()
-		return s.round, err
+		return err
 	}
+	d.settled = n
 	if lost := len(st) - n; lost > 0 {
 		// Those shards' leases were taken over: their new owner tries the rows again;
 		// the next lease round drops them here.
 		r.m.MarkFenced.Add(float64(lost))
 		r.log.Info("lease lost before settling hold rows; another worker owns the shards", "rows", lost)
 	}
-	s.holds = n > 0
 	var retried []shardstore.Hold
 	for _, c := range counted {
 		if c.s.Delete {
@@ -88,7 +115,7 @@ func (r *Relay) dueHolds(ctx, work context.Context) (round, error) {
 		r.log.Info("publish failed; scheduled retry", "rows", len(retried), "code", h.Code,
 			"eventId", h.EventID, "error", h.Message, "delay", h.RetryIn.String())
 	}
-	return s.round, nil
+	return nil
 }
 
 // countedHold is a settlement and what its metrics need.

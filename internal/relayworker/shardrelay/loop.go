@@ -59,58 +59,89 @@ func (r *Relay) loop(ctx, work context.Context) {
 	}
 }
 
-// turn runs the hold table's due rows and one window batch; busy says there was
-// something to do (so there probably is more: no wait before the next turn).
+// turn publishes the hold table's due rows (when an advance or settle may have made
+// rows due, and at least once per poll interval) and one window batch, then settles
+// and advances both. The two are one trial for the brokers: a batch refused as a
+// whole pauses the worker only when the other part stored nothing either (v1's rule
+// for one claimed batch: a failing topic's events are its own failures, counted, while
+// other topics' events are stored). busy says there was something to do (so there
+// probably is more: no wait before the next turn).
 func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
 	r := l.r
+	var due *duePart
 	if l.holdsDirty || time.Since(l.lastDue) >= r.cfg.PollInterval {
 		l.lastDue, l.holdsDirty = time.Now(), false
-		rd, err := r.dueHolds(ctx, work)
-		if err != nil {
+		if due, err = r.publishDue(work); err != nil {
 			l.holdsDirty = true
 			return false, err
 		}
-		l.holdsDirty = rd.holds
-		if r.afterRound(ctx, rd) {
-			return true, nil // paused for the brokers, and back for the trial (or stopped)
-		}
-		busy = rd.items > 0
 	}
-	b, start, err := r.read(work)
+	bp, err := l.readAndPublish(ctx, work)
 	if err != nil {
 		return false, err
 	}
-	if len(b.Windows) > 0 {
-		rd, err := r.relayBatch(ctx, work, b, start)
-		if err != nil {
-			return false, err
-		}
-		l.holdsDirty = l.holdsDirty || rd.holds
-		r.afterRound(ctx, rd)
+	rd := combine(due.roundOf(), bp.roundOf())
+	if err := r.settleDue(due, rd.down); err != nil {
+		l.holdsDirty = true
+		return false, err
+	}
+	holds, err := r.advance(bp, rd.down)
+	if err != nil {
+		return false, err
+	}
+	l.holdsDirty = l.holdsDirty || holds || due.changed()
+	if r.afterRound(ctx, rd) {
+		return true, nil // paused for the brokers, and back for the trial (or stopped)
+	}
+	if rd.items > 0 || bp != nil {
 		return true, nil
-	}
-	if busy {
-		return true, nil
-	}
-	// Caught up: a tick makes what committed since the last one readable; a NOTIFY
-	// that came during this turn asks for one now.
-	select {
-	case <-r.wake:
-		l.woke = true
-	default:
-	}
-	if l.woke || time.Since(l.lastTick) >= r.cfg.PollInterval {
-		l.lastTick, l.woke = time.Now(), false
-		if _, recorded, err := r.st.Tick(work); err != nil {
-			return false, err
-		} else if recorded {
-			return true, nil
-		}
 	}
 	if !r.brk.Up() && ctx.Err() == nil && !r.waiting(ctx) {
 		r.brk.Resume(ctx, "nothing to send")
 	}
 	return false, nil
+}
+
+// readAndPublish reads a window batch and publishes it. When the read finds nothing
+// the worker has caught up: a tick (at most once per poll interval, or at once when
+// a NOTIFY came) makes what committed since the last one readable, and the read runs
+// again. nil: nothing to read.
+func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error) {
+	r := l.r
+	for range 2 {
+		b, start, err := r.read(work)
+		if err != nil {
+			return nil, err
+		}
+		if len(b.Windows) > 0 {
+			return r.publishBatch(work, b, start), nil
+		}
+		select {
+		case <-r.wake: // a NOTIFY during this turn asks for a tick now
+			l.woke = true
+		default:
+		}
+		if !l.woke && time.Since(l.lastTick) < r.cfg.PollInterval {
+			return nil, nil
+		}
+		l.lastTick, l.woke = time.Now(), false
+		if _, recorded, err := r.st.Tick(work); err != nil || !recorded {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// combine is the broker verdict on a turn's two parts: refused as a whole only when
+// one part was and neither stored anything nor got an answer from a broker.
+func combine(a, b round) round {
+	rd := round{items: a.items + b.items, sent: a.sent + b.sent, answered: a.answered || b.answered}
+	for _, x := range []round{a, b} {
+		if x.down && rd.sent == 0 && !rd.answered && !rd.down {
+			rd.down, rd.code, rd.msg, rd.topics = true, x.code, x.msg, x.topics
+		}
+	}
+	return rd
 }
 
 // round is what one publish of a batch or of due hold rows did, for the broker pause.
@@ -119,11 +150,10 @@ type round struct {
 	sent     int  // stored by a broker
 	answered bool // a broker answered for at least one message (brokerpause.Answered)
 	// down: the brokers refused the batch as a whole (brokerpause.BrokerWide), not at
-	// shutdown; nothing was advanced or settled.
+	// shutdown.
 	down      bool
 	code, msg string
 	topics    []string
-	holds     bool // hold rows were written or changed: some may be due now
 }
 
 // afterRound applies a round to the broker state: something stored resets the pause

@@ -52,6 +52,16 @@ type sent struct {
 	round
 }
 
+// triedAny: something was handed to the brokers.
+func (s *sent) triedAny() bool {
+	for _, t := range s.tried {
+		if t {
+			return true
+		}
+	}
+	return false
+}
+
 // send publishes items, in their order, before deadline. Several versions of one
 // aggregate go out in one produce only while they share destination and key (one
 // partition, stored or refused as a whole, in order); where an aggregate's next

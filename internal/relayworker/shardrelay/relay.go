@@ -135,10 +135,13 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.m.BrokerUp.Set(1)
 	r.reportWorker(ctx)
 	stopBackground := r.startBackground(ctx)
-	defer stopBackground()
+	defer stopBackground() // a no-op after the one below
 
 	r.health.SetReady(true, "")
 	r.loop(ctx, work)
+	// The status loop stops first: a heartbeat written after the release would count
+	// this worker as live, halving the others' fair share for a lease.
+	stopBackground()
 	r.releaseAll()
 	return nil
 }

@@ -428,6 +428,12 @@ func TestTransientFailureHoldsNewerVersionsThenSendsInOrder(t *testing.T) {
 	if broker.Count(good) != 4 {
 		t.Fatalf("the working topic has %d records, want 4", broker.Count(good))
 	}
+	// The refused topic's retries do not hold up the other topic's new events (they
+	// are the trial that resumes the worker when the retries alone paused it).
+	more := ev{agg: "y", version: 5, topic: good}
+	want["y"] = append(want["y"], more.id())
+	insert(t, db, more)
+	relaytest.Eventually(t, 10*time.Second, "y-v5 on Kafka while x's topic is still refused", func() bool { return broker.Count(good) >= 5 })
 	refusal.Set(false)
 	relaytest.Eventually(t, 30*time.Second, "the hold table empty", func() bool { return len(holds(t, db)) == 0 })
 	relaytest.Eventually(t, 10*time.Second, "x's 5 versions on Kafka", func() bool { return broker.Count(bad) >= 5 })
@@ -441,7 +447,7 @@ func TestTransientFailureHoldsNewerVersionsThenSendsInOrder(t *testing.T) {
 	if n := metric(w.m, "outbox_send_retry_total"); n < 1 {
 		t.Fatalf("outbox_send_retry_total = %v, want the failed attempts counted", n)
 	}
-	untouched(t, db, 9)
+	untouched(t, db, 10)
 }
 
 // Permanent failures go DEAD in the hold table and hold nothing back: a message too
@@ -575,5 +581,50 @@ FROM outbox_v2_shard s ORDER BY s.shard`)
 	}
 	if err := trows.Err(); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A worker that stops (SIGTERM: its context ends) releases its shards and removes its
+// worker row after its last batch: the other takes every shard at its next lease
+// round, without waiting for the leases to run out; events keep flowing in order.
+func TestStoppedWorkerReleasesItsShards(t *testing.T) {
+	dsn, db := newTable(t)
+	tp := topic(t)
+	const lease = 9 * time.Second
+	w1 := start(t, dsn, "w1", opts{lease: lease})
+	start(t, dsn, "w2", opts{lease: lease})
+	relaytest.Eventually(t, 30*time.Second, "both workers to hold shards", func() bool {
+		return count(t, db, `SELECT count(DISTINCT split_part(owner, '/', 1)) FROM outbox_v2_shard WHERE owner IS NOT NULL`) == 2
+	})
+	want := map[string][]string{}
+	for v := 1; v <= 3; v++ {
+		var evs []ev
+		for a := 0; a < 20; a++ {
+			e := ev{agg: fmt.Sprintf("s%d", a), version: v, topic: tp}
+			want[e.agg] = append(want[e.agg], e.id())
+			evs = append(evs, e)
+		}
+		insert(t, db, evs...)
+	}
+	w1.stop(t)
+	stopped := time.Now()
+	if n := count(t, db, `SELECT count(*) FROM outbox_v2_shard WHERE owner LIKE 'w1/%'`); n != 0 {
+		t.Fatalf("w1 still owns %d shards after it stopped", n)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox_v2_workers WHERE worker_id = 'w1'`); n != 0 {
+		t.Fatal("w1's worker row outlived its stop")
+	}
+	relaytest.Eventually(t, lease, "w2 to hold every shard", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox_v2_shard WHERE owner LIKE 'w2/%'`) == shards
+	})
+	t.Logf("w2 held every shard %s after w1 stopped (lease %s)", time.Since(stopped).Round(10*time.Millisecond), lease)
+	for a := 0; a < 20; a++ {
+		e := ev{agg: fmt.Sprintf("s%d", a), version: 4, topic: tp}
+		want[e.agg] = append(want[e.agg], e.id())
+		insert(t, db, e)
+	}
+	relaytest.Eventually(t, 30*time.Second, "every event on Kafka", func() bool { return broker.Count(tp) >= 80 })
+	if d := check(t, want, tp); d.lost != 0 || d.reorders != 0 {
+		t.Fatalf("lost %d, reorders %d:%s", d.lost, d.reorders, d.detail)
 	}
 }
