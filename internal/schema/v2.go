@@ -137,7 +137,6 @@ func V2Statements(t pgident.Table, n int) []string {
     tick       bigint      PRIMARY KEY,
     snap       pg_snapshot NOT NULL,
     snap_xmax  xid8        NOT NULL,
-    xid_after  xid8        NOT NULL,
     seq_before bigint      NOT NULL,
     seq_after  bigint      NOT NULL,
     at         timestamptz NOT NULL DEFAULT now()
@@ -211,8 +210,8 @@ func V2Statements(t pgident.Table, n int) []string {
 ON CONFLICT (one) DO UPDATE SET migrated_at = now()`,
 		// The first tick: every shard's first window starts here. The table is new in
 		// (or older than) this transaction, so no row can be visible before it.
-		`INSERT INTO ` + tick + ` (tick, snap, snap_xmax, xid_after, seq_before, seq_after)
-SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id(),
+		`INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
        COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0)
 WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)

@@ -145,8 +145,7 @@ const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggreg
 // A shard's window is (lo, hi]: the transactions visible in tick hi's snapshot and
 // not in tick lo's. hi is fixed while a window is read in parts (pos = the last seq
 // published, hi_tick set), otherwise it is the newest tick. Its rows are
-//   - those with seq <= lo.seq_before whose txid was running at lo (Straddlers) and
-//     ended by hi
+//   - those with seq <= lo.seq_before whose txid was running at lo and ended by hi
 //     (by (shard, txid); "o.seq + 0" keeps the planner off (shard, seq), which would
 //     walk the shard's whole history): they sort first;
 //   - those with seq in (lo.seq_before, hi.seq_after] visible in hi and not in lo:
@@ -159,7 +158,7 @@ func readSQL(t pgident.Table, n int) string {
 	ns := strconv.Itoa(n)
 	return `WITH nw AS (SELECT tick, snap, seq_after FROM ` + tick + ` ORDER BY tick DESC LIMIT 1),
 w AS (
-    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.snap_xmax AS lo_xmax, lo.xid_after AS lo_after, lo.seq_before AS lo_seq,
+    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
            COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
     FROM ` + side(t, schema.ShardSuffix) + ` s
@@ -179,7 +178,7 @@ FROM w CROSS JOIN LATERAL (
     (SELECT ` + eventCols + `
      FROM ` + t.Qualified() + ` o
      WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-       AND o.txid = ANY (` + Straddlers("w.lo_snap", "w.lo_xmax", "w.lo_after", "w.hi_snap") + `)
+       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
      ORDER BY o.seq LIMIT $2)
     UNION ALL
     (SELECT ` + eventCols + `

@@ -68,31 +68,15 @@ func tickLockSQL(t pgident.Table) string {
 	return `SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) FROM pg_advisory_xact_lock(hashtext($1))`
 }
 
-// Straddlers is the array of the transactions that may have drawn a seq at or below
-// tick lo's seq_before without being visible in lo's snapshot (loSnap, loXmax its
-// xmax, loAfter the tick's own transaction id), and that are visible in snapshot hi:
-// lo's xip list, and every id from lo's xmax up to the tick's own. A snapshot's xmax is
-// the newest completed id + 1, and running ids at or above it are not in its xip list:
-// a producer that took its id before the tick read seq_before but above every id
-// completed by then is in neither, and without the range its rows numbered at or
-// below seq_before would belong to no window. The tick takes its own id after reading
-// seq_before, so every such producer's id is below it; the range is the few ids
-// assigned around the tick.
-func Straddlers(loSnap, loXmax, loAfter, hi string) string {
-	return `ARRAY(SELECT x FROM pg_snapshot_xip(` + loSnap + `) x WHERE pg_visible_in_snapshot(x, ` + hi + `)
-      UNION ALL SELECT g::text::xid8 FROM generate_series(` + loXmax + `::text::bigint, ` + loAfter + `::text::bigint - 1) g
-      WHERE pg_visible_in_snapshot(g::text::xid8, ` + hi + `))`
-}
-
 // tickSQL records the tick ($1 seq_before) when it is needed (see Tick).
 func tickSQL(t pgident.Table) string {
 	tick := side(t, schema.TickSuffix)
-	return `INSERT INTO ` + tick + ` (tick, snap, snap_xmax, xid_after, seq_before, seq_after)
-SELECT nw.tick + 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id(),
+	return `INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT nw.tick + 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
        $1, COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0)
-FROM (SELECT tick, snap, snap_xmax, xid_after, seq_before FROM ` + tick + ` ORDER BY tick DESC LIMIT 1) nw
+FROM (SELECT tick, snap, seq_before FROM ` + tick + ` ORDER BY tick DESC LIMIT 1) nw
 WHERE $1 > nw.seq_before
-   OR cardinality(` + Straddlers("nw.snap", "nw.snap_xmax", "nw.xid_after", "pg_current_snapshot()") + `) > 0
+   OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
 RETURNING tick`
 }
 
@@ -109,7 +93,7 @@ FROM nw, ` + tick + ` lo
 WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
   AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
                   WHERE o.shard = s.shard AND o.seq + 0 <= lo.seq_before
-                    AND o.txid = ANY (` + Straddlers("lo.snap", "lo.snap_xmax", "lo.xid_after", "nw.snap") + `))
+                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap))))
   AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
                   WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
                     AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))`

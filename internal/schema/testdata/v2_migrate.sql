@@ -30,7 +30,6 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_tick" (
     tick       bigint      PRIMARY KEY,
     snap       pg_snapshot NOT NULL,
     snap_xmax  xid8        NOT NULL,
-    xid_after  xid8        NOT NULL,
     seq_before bigint      NOT NULL,
     seq_after  bigint      NOT NULL,
     at         timestamptz NOT NULL DEFAULT now()
@@ -104,8 +103,8 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_contract" (
 INSERT INTO "public"."outbox_event_contract" (version, shards) VALUES (2, 256)
 ON CONFLICT (one) DO UPDATE SET migrated_at = now();
 
-INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, xid_after, seq_before, seq_after)
-SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id(),
+INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, seq_before, seq_after)
+SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
        COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0), COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0)
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 

@@ -1,7 +1,7 @@
 -- Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard
 WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
 w AS (
-    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.snap_xmax AS lo_xmax, lo.xid_after AS lo_after, lo.seq_before AS lo_seq,
+    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
            COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
     FROM "public"."outbox_event_shard" s
@@ -22,9 +22,7 @@ FROM w CROSS JOIN LATERAL (
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
      FROM "public"."outbox_event" o
      WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)
-      UNION ALL SELECT g::text::xid8 FROM generate_series(w.lo_xmax::text::bigint, w.lo_after::text::bigint - 1) g
-      WHERE pg_visible_in_snapshot(g::text::xid8, w.hi_snap)))
+       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
      ORDER BY o.seq LIMIT $2)
     UNION ALL
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,

@@ -5,9 +5,7 @@ FROM nw, "public"."outbox_event_tick" lo
 WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
   AND NOT EXISTS (SELECT FROM "public"."outbox_event" o
                   WHERE o.shard = s.shard AND o.seq + 0 <= lo.seq_before
-                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap)
-      UNION ALL SELECT g::text::xid8 FROM generate_series(lo.snap_xmax::text::bigint, lo.xid_after::text::bigint - 1) g
-      WHERE pg_visible_in_snapshot(g::text::xid8, nw.snap))))
+                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap))))
   AND NOT EXISTS (SELECT FROM "public"."outbox_event" o
                   WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
                     AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))
