@@ -91,6 +91,27 @@ func SeqDefault(t pgident.Table) string {
 // (a subtransaction's rows carry it too).
 const TxidDefault = `pg_current_xact_id()`
 
+// TickSnapshot is the snapshot a tick records: the statement's own snapshot, with
+// xmax raised to the recording transaction's id and every id in [old xmax, that id)
+// added to the running list (xip). PostgreSQL's xmax is the newest completed id + 1,
+// so a transaction that took an id at or above it and is still running is invisible
+// in the snapshot but not listed in xip. A producer like that can have drawn its seq
+// before the tick read seq_before, and commits after the tick: the window read finds
+// rows with seq <= lo.seq_before only through lo's xip, so without these ids such a
+// row would be in no window at all (lost, and never counted pending). Every id in
+// the added range is invisible in the snapshot anyway (it is >= the old xmax), so
+// visibility is unchanged; the ids are merely named. Ids above the recorder's own
+// were taken after it, hence after seq_before was read, and draw larger seqs (the
+// read's range part finds them). GREATEST keeps a recorder whose id is older than
+// the snapshot (migrate's first tick, in the transaction that made the table) valid.
+const TickSnapshot = `(SELECT (pg_snapshot_xmin(c.s)::text || ':' || c.hi::text || ':' ||
+         array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(c.s) x
+                               UNION
+                               SELECT generate_series(pg_snapshot_xmax(c.s)::text::bigint, c.hi::text::bigint - 1)
+                               ORDER BY 1), ','))::pg_snapshot
+ FROM (SELECT pg_current_snapshot() AS s,
+              GREATEST(pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id()) AS hi) c)`
+
 // V2Statements is the DDL of a v2 table of n shards and its side tables, in the order
 // MigrateV2 runs it; every statement is idempotent.
 func V2Statements(t pgident.Table, n int) []string {
@@ -211,8 +232,9 @@ ON CONFLICT (one) DO UPDATE SET migrated_at = now()`,
 		// The first tick: every shard's first window starts here. The table is new in
 		// (or older than) this transaction, so no row can be visible before it.
 		`INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
-SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+SELECT 1, ts.snap, pg_snapshot_xmax(ts.snap),
        COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0)
+FROM (SELECT ` + TickSnapshot + ` AS snap) ts
 WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g

@@ -14,7 +14,7 @@ import (
 func TestStatementsMatchGoldenFiles(t *testing.T) {
 	tb := pgident.Table{Schema: "public", Name: "outbox_event"}
 	golden.Statements(t, []golden.Statement{
-		{Name: "tick_lock", About: "Tick, 1st statement: $1 the tick lock's key; returns seq_before", SQL: tickLockSQL(tb)},
+		{Name: "tick_lock", About: "Tick, 1st statement: $1 the tick lock's key; returns seq_before and whether a tick looks needed", SQL: tickLockSQL(tb)},
 		{Name: "tick", About: "Tick, 2nd statement: $1 seq_before; records the tick only when needed", SQL: tickSQL(tb)},
 		{Name: "tick_close_idle", About: "Tick, 3rd statement: $1 close empty windows whose lo_tick is below it", SQL: closeIdleSQL(tb)},
 		{Name: "tick_trim", About: "Tick, 4th statement: trim the ticks below every lo_tick", SQL: trimTicksSQL(tb)},

@@ -37,8 +37,14 @@ func (s *Store) Tick(ctx context.Context) (tick int64, recorded bool, err error)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var before int64
-	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before); err != nil {
+	var needed bool
+	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before, &needed); err != nil {
 		return 0, false, fmt.Errorf("tick: lock: %w", err)
+	}
+	if !needed {
+		// Checked before the INSERT: the tick's snapshot takes a transaction id
+		// (schema.TickSnapshot), and an idle worker asks several times a second.
+		return 0, false, nil
 	}
 	err = tx.QueryRowContext(ctx, tickSQL(s.t), before).Scan(&tick)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -63,18 +69,24 @@ func (s *Store) Tick(ctx context.Context) (tick int64, recorded bool, err error)
 func seqName(t pgident.Table) string { return quoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified()) }
 
 // tickLockSQL takes the tick lock ($1 its key) and reads seq_before: before the
-// snapshot of the next statement (READ COMMITTED: each statement takes its own).
+// snapshot of the next statement (READ COMMITTED: each statement takes its own). It
+// also says whether a tick looks needed (tickSQL's condition, against the newest tick
+// this statement sees), so an idle worker's Tick ends here without a transaction id.
 func tickLockSQL(t pgident.Table) string {
-	return `SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) FROM pg_advisory_xact_lock(hashtext($1))`
+	return `SELECT s.v, s.v > nw.seq_before
+       OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
+FROM (SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) AS v FROM pg_advisory_xact_lock(hashtext($1))) s,
+     (SELECT seq_before, snap FROM ` + side(t, schema.TickSuffix) + ` ORDER BY tick DESC LIMIT 1) nw`
 }
 
 // tickSQL records the tick ($1 seq_before) when it is needed (see Tick).
 func tickSQL(t pgident.Table) string {
 	tick := side(t, schema.TickSuffix)
 	return `INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
-SELECT nw.tick + 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+SELECT nw.tick + 1, ts.snap, pg_snapshot_xmax(ts.snap),
        $1, COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0)
 FROM (SELECT tick, snap, seq_before FROM ` + tick + ` ORDER BY tick DESC LIMIT 1) nw
+CROSS JOIN LATERAL (SELECT ` + schema.TickSnapshot + ` AS snap) ts
 WHERE $1 > nw.seq_before
    OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
 RETURNING tick`

@@ -247,3 +247,22 @@ FROM pg_stat_user_tables o, pg_stat_user_tables s WHERE o.relname = 'ob' AND s.r
 		t.Fatalf("outbox table n_tup_upd + n_tup_del = %d after the drain, want 0", updDel)
 	}
 }
+
+// A producer that took the newest transaction id (at or above the snapshot's xmax,
+// so not in PostgreSQL's xip list) and drew its seq before a tick, then commits after
+// the tick, is read in the next window: the tick names such ids as running
+// (schema.TickSnapshot). Without that its row had seq <= lo.seq_before and was not in
+// lo's xip, so it fell in no window once the shard's window closed at that tick.
+func TestTransactionAboveTheTicksXmaxIsRead(t *testing.T) {
+	f := newFixture(t, 1)
+	w := f.worker("w1")
+	w.rebalance()
+	early, late := begin(t, f.db), begin(t, f.db)
+	f.insert(early, "early", "a", 1)
+	f.insert(late, "late", "b", 1) // the newest id: nothing newer completes before the tick
+	commit(t, early)
+	wantRead(t, w, "after early's commit (the window closes at this tick)", "early")
+	commit(t, late)
+	f.insert(f.db, "after", "c", 1)
+	wantRead(t, w, "after late's commit", "after", "late")
+}

@@ -104,8 +104,15 @@ INSERT INTO "public"."outbox_event_contract" (version, shards) VALUES (2, 256)
 ON CONFLICT (one) DO UPDATE SET migrated_at = now();
 
 INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, seq_before, seq_after)
-SELECT 1, pg_current_snapshot(), pg_snapshot_xmax(pg_current_snapshot()),
+SELECT 1, ts.snap, pg_snapshot_xmax(ts.snap),
        COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0), COALESCE(pg_sequence_last_value('"public"."outbox_event_seq"'), 0)
+FROM (SELECT (SELECT (pg_snapshot_xmin(c.s)::text || ':' || c.hi::text || ':' ||
+         array_to_string(ARRAY(SELECT x::text::bigint FROM pg_snapshot_xip(c.s) x
+                               UNION
+                               SELECT generate_series(pg_snapshot_xmax(c.s)::text::bigint, c.hi::text::bigint - 1)
+                               ORDER BY 1), ','))::pg_snapshot
+ FROM (SELECT pg_current_snapshot() AS s,
+              GREATEST(pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id()) AS hi) c) AS snap) ts
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 
 INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
