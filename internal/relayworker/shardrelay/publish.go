@@ -11,6 +11,7 @@ import (
 
 	"github.com/segmentio/kafka-go"
 
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/batchspan"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/brokerpause"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/event"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
@@ -115,9 +116,11 @@ func (r *Relay) send(work context.Context, items []item, deadline time.Time) sen
 			break // the rest waits: it is held back (Unsent), never published late
 		}
 		pctx, cancel := context.WithDeadline(work, deadline)
+		pctx, span := batchspan.Start(pctx, msgs)
 		t0 := time.Now()
 		res := r.pub.Publish(pctx, msgs)
 		cancel()
+		batchspan.End(span, res)
 		r.m.PublishLatency.Observe(time.Since(t0).Seconds())
 		for k, i := range idx {
 			out.res[i], out.tried[i] = res[k], true
