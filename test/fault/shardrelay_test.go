@@ -117,3 +117,20 @@ func TestV2Kill9OneOfTwoWorkers(t *testing.T) {
 	}
 	checkSurvived(t, 3, w2)
 }
+
+// Flags that do not apply to a v2 table are refused with one line (exit 2), and so is
+// an unknown contract for migrate.
+func TestV2RefusesLogicalReplication(t *testing.T) {
+	dsn, _ := v2Table(t, "16")
+	code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn, "KAFKA_BROKERS=" + broker.AddrList()},
+		"relay", "--source-mode=logical-replication", "--metrics-addr=", "--health-addr=")
+	if code != 2 || !strings.Contains(out, "--source-mode logical-replication does not apply to outbox table") {
+		t.Fatalf("relay --source-mode logical-replication on a v2 table: exit %d: %s", code, out)
+	}
+	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
+		t.Fatalf("want one line, got %d: %s", n+1, out)
+	}
+	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v3"); code != 2 || !strings.Contains(out, "must be v1 or v2") {
+		t.Fatalf("migrate --contract v3: exit %d: %s", code, out)
+	}
+}
