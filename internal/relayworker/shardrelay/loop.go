@@ -27,12 +27,24 @@ type loopState struct {
 	lastDue    time.Time // last read of the due hold rows
 	holdsDirty bool      // an advance wrote hold rows or a settle changed some: read the due ones now
 	woke       bool      // the last idle wait ended with a NOTIFY
+	// ahead is the read running beside this batch's publish (nil: none); aheadExcl
+	// are the shards of the batch in flight, whose rows it must not return.
+	ahead     chan readResult
+	aheadExcl map[int16]bool
+}
+
+// readResult is what a read returned.
+type readResult struct {
+	b     shardstore.Batch
+	start time.Time
+	err   error
 }
 
 // loop relays until ctx ends; a started batch runs under work, so it is published and
 // advanced (or given up at ShutdownTimeout) before loop returns.
 func (r *Relay) loop(ctx, work context.Context) {
 	l := &loopState{r: r, pace: pace.New(r.cfg.PollInterval), holdsDirty: true}
+	defer l.dropAhead()
 	for {
 		if ctx.Err() != nil {
 			r.log.Info("stop signal: no more reads")
@@ -40,6 +52,7 @@ func (r *Relay) loop(ctx, work context.Context) {
 		}
 		r.health.Beat()
 		if !time.Now().Before(r.nextRebalance) {
+			l.dropAhead() // it read under the leases this round may change
 			if err := r.rebalance(work); err != nil {
 				l.failed(ctx, "lease", err)
 				continue
@@ -91,6 +104,7 @@ func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
 	}
 	l.holdsDirty = l.holdsDirty || holds || due.changed()
 	if r.afterRound(ctx, rd) {
+		l.dropAhead()    // the trial is one batch, read after the pause
 		return true, nil // paused for the brokers, and back for the trial (or stopped)
 	}
 	if rd.items > 0 || bp != nil {
@@ -108,12 +122,24 @@ func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
 // again. nil: nothing to read.
 func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error) {
 	r := l.r
+	if l.ahead != nil {
+		res, excl := <-l.ahead, l.aheadExcl
+		l.ahead, l.aheadExcl = nil, nil
+		if res.err == nil {
+			r.next = res.b.Next
+			if b := without(res.b, excl); len(b.Windows) > 0 {
+				l.readAhead(work, b)
+				return r.publishBatch(work, b, res.start), nil
+			}
+		}
+	}
 	for range 2 {
 		b, start, err := r.read(work)
 		if err != nil {
 			return nil, err
 		}
 		if len(b.Windows) > 0 {
+			l.readAhead(work, b)
 			return r.publishBatch(work, b, start), nil
 		}
 		select {
@@ -130,6 +156,50 @@ func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error
 		}
 	}
 	return nil, nil
+}
+
+// readAhead starts the next read beside the publish of b when b was full (a
+// backlog): from the shard after b's last, and its result drops b's shards, whose
+// cursors move only with b's advance. Their aggregates are b's alone (one aggregate,
+// one shard), so nothing the other shards hold depends on b's outcome. Not while
+// paused for the brokers: the trial is one batch.
+func (l *loopState) readAhead(work context.Context, b shardstore.Batch) {
+	r := l.r
+	if len(b.Events)+len(b.Windows) < r.cfg.BatchSize || !r.brk.Up() {
+		return
+	}
+	excl := make(map[int16]bool, len(b.Windows))
+	for _, w := range b.Windows {
+		excl[w.Shard] = true
+	}
+	tokens := r.leases.Tokens()
+	ch := make(chan readResult, 1)
+	l.ahead, l.aheadExcl = ch, excl
+	go func() { ch <- r.readFrom(work, tokens, b.Next+1) }()
+}
+
+// dropAhead waits for the read ahead, if one runs, and forgets it (read again later).
+func (l *loopState) dropAhead() {
+	if l.ahead != nil {
+		<-l.ahead
+		l.ahead, l.aheadExcl = nil, nil
+	}
+}
+
+// without is b less the windows and events of the shards in excl.
+func without(b shardstore.Batch, excl map[int16]bool) shardstore.Batch {
+	out := shardstore.Batch{Next: b.Next}
+	for _, w := range b.Windows {
+		if !excl[w.Shard] {
+			out.Windows = append(out.Windows, w)
+		}
+	}
+	for _, e := range b.Events {
+		if !excl[e.Shard] {
+			out.Events = append(out.Events, e)
+		}
+	}
+	return out
 }
 
 // combine is the broker verdict on a turn's two parts: refused as a whole only when
@@ -182,19 +252,27 @@ func (r *Relay) afterRound(ctx context.Context, rd round) (paused bool) {
 // read reads a window batch of the leased shards, round robin from where the last
 // one ended.
 func (r *Relay) read(work context.Context) (shardstore.Batch, time.Time, error) {
-	start := time.Now()
-	tokens := r.leases.Tokens()
+	res := r.readFrom(work, r.leases.Tokens(), r.next)
+	if res.err == nil {
+		r.next = res.b.Next
+	}
+	return res.b, res.start, res.err
+}
+
+// readFrom reads a window batch of tokens' shards starting with shard from (which may
+// be the shard count: the read wraps round). It touches no loop state, so it may run
+// beside the loop.
+func (r *Relay) readFrom(work context.Context, tokens []string, from int16) readResult {
+	res := readResult{start: time.Now()}
 	if len(tokens) == 0 {
-		return shardstore.Batch{}, start, nil
+		return res
 	}
-	b, err := r.st.Read(work, tokens, r.next, r.cfg.BatchSize)
-	r.m.ClaimLatency.Observe(time.Since(start).Seconds())
-	if err != nil {
-		return b, start, err
+	res.b, res.err = r.st.Read(work, tokens, from, r.cfg.BatchSize)
+	r.m.ClaimLatency.Observe(time.Since(res.start).Seconds())
+	if res.err == nil {
+		r.m.ClaimBatchSize.Observe(float64(len(res.b.Events)))
 	}
-	r.m.ClaimBatchSize.Observe(float64(len(b.Events)))
-	r.next = b.Next
-	return b, start, nil
+	return res
 }
 
 // rebalance is one lease round (shardstore.Store.Rebalance): heartbeat, renew, give
