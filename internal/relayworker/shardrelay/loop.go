@@ -2,8 +2,9 @@
 // lease/3), publish the hold table's due rows and settle them (when an advance or
 // settle may have made rows due, and at least once per poll interval), read a window
 // batch and publish and advance it; once a read finds nothing the worker has caught
-// up: it ticks (at most once per poll interval, or at once when a NOTIFY came) and
-// otherwise waits with the idle back-off. Broker-wide failures pause it
+// up: it ticks, reads again, and otherwise waits with the idle back-off (so an idle
+// worker tries about one tick per poll interval, and a tick is recorded only when
+// something committed since the last one). Broker-wide failures pause it
 // (brokerpause); database errors back it off.
 
 package shardrelay
@@ -23,10 +24,9 @@ type loopState struct {
 	r          *Relay
 	pace       *pace.Pacer
 	failures   int       // database errors in a row
-	lastTick   time.Time // last tick attempt
 	lastDue    time.Time // last read of the due hold rows
 	holdsDirty bool      // an advance wrote hold rows or a settle changed some: read the due ones now
-	woke       bool      // the last idle wait ended with a NOTIFY
+	ticked     bool      // this turn ticked already
 	// ahead is the read running beside this batch's publish (nil: none); aheadExcl
 	// are the shards of the batch in flight, whose rows it must not return.
 	ahead     chan readResult
@@ -117,11 +117,13 @@ func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
 }
 
 // readAndPublish reads a window batch and publishes it. When the read finds nothing
-// the worker has caught up: a tick (at most once per poll interval, or at once when
-// a NOTIFY came) makes what committed since the last one readable, and the read runs
-// again. nil: nothing to read.
+// the worker has caught up: a tick makes what committed since the last one readable
+// (Tick records one only when needed; the idle back-off spaces the turns of an idle
+// worker), and the read runs again, also when another worker recorded the tick.
+// nil: nothing to read.
 func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error) {
 	r := l.r
+	l.ticked = false
 	if l.ahead != nil {
 		res, excl := <-l.ahead, l.aheadExcl
 		l.ahead, l.aheadExcl = nil, nil
@@ -142,20 +144,27 @@ func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error
 			l.readAhead(work, b)
 			return r.publishBatch(work, b, start), nil
 		}
-		select {
-		case <-r.wake: // a NOTIFY during this turn asks for a tick now
-			l.woke = true
-		default:
+		if l.ticked {
+			return nil, nil // this turn's tick made nothing readable
 		}
-		if !l.woke && time.Since(l.lastTick) < r.cfg.PollInterval {
-			return nil, nil
-		}
-		l.lastTick, l.woke = time.Now(), false
-		if _, recorded, err := r.st.Tick(work); err != nil || !recorded {
+		drainWake(r.wake) // the tick below covers what a NOTIFY announced so far
+		l.ticked = true
+		if _, _, err := r.st.Tick(work); err != nil {
 			return nil, err
 		}
+		// Read again whether or not this tick was recorded: another worker's may have
+		// been, just before.
 	}
 	return nil, nil
+}
+
+// drainWake drops a wake-up that came before the tick about to start: that tick
+// covers the commits it announced.
+func drainWake(wake chan struct{}) {
+	select {
+	case <-wake:
+	default:
+	}
 }
 
 // readAhead starts the next read beside the publish of b when b was full (a
@@ -371,7 +380,6 @@ func (l *loopState) idle(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-l.r.wake:
-		l.woke = true
 		sleep(ctx, pace.WakeLinger)
 	case <-t.C:
 	}
