@@ -23,7 +23,7 @@ var (
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
 	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
-	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill, v1 (a straightforward v1 relay, drain only)")
+	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill, v1 (a straightforward v1 relay, drain only), relay-v2 (the relay on a table of contract v2)")
 	fsync    = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile  = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose  = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
@@ -66,7 +66,7 @@ func benchmark() error {
 		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
 	}
 	for _, list := range []struct{ flag, value, known string }{
-		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill,v1"},
+		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill,v1,relay-v2"},
 	} {
 		for _, v := range strings.Split(list.value, ",") {
 			if !has(list.known, v) {
@@ -187,6 +187,15 @@ func drains(s *stack, withPeer bool, lim []limitResult) error {
 			fmt.Printf("  with history: %.2f x the drain rate without\n", results[len(results)-1].rate()/results[0].rate())
 		}
 	}
+	if has(*peers, "relay-v2") {
+		if err := runOne(s.relayV2("relay, table contract v2", drainFlags, false), "d-relay-v2", 0); err != nil {
+			return err
+		}
+		if has(*peers, "relay") {
+			fmt.Printf("  relay v2 / relay: %.2f x; PostgreSQL CPU per event: relay %.1f µs, relay v2 %.1f µs\n",
+				results[len(results)-1].rate()/results[0].rate(), pgCPUPerEvent(results[0]), pgCPUPerEvent(results[len(results)-1]))
+		}
+	}
 	if has(*peers, "cdc") {
 		if err := runOne(s.cdc("relay, LogicalReplication", drainFlags), "d-cdc", 0); err != nil {
 			return err
@@ -231,6 +240,9 @@ func latencies(s *stack, withPeer bool) error {
 	if has(*peers, "relay") {
 		ps = append(ps, s.relay("relay", nil, false), s.relay("relay, NOTIFY trigger", nil, true))
 	}
+	if has(*peers, "relay-v2") {
+		ps = append(ps, s.relayV2("relay v2", nil, false), s.relayV2("relay v2, NOTIFY trigger", nil, true))
+	}
 	if has(*peers, "cdc") {
 		ps = append(ps, s.cdc("relay, LogicalReplication", nil))
 	}
@@ -241,6 +253,9 @@ func latencies(s *stack, withPeer bool) error {
 		for j, rate := range rs {
 			if rp, ok := p.(*relayPeer); ok && rp.notify && j > 0 {
 				continue // NOTIFY is measured at the first rate only
+			}
+			if rp, ok := p.(*relayV2Peer); ok && rp.notify && j > 0 {
+				continue
 			}
 			tag := fmt.Sprintf("l%d-%d", i, rate)
 			idle := j == 0 && i == 0

@@ -34,6 +34,9 @@ type drainResult struct {
 
 func (r drainResult) rate() float64 { return float64(r.events) / r.secs }
 
+// pgCPUPerEvent is the PostgreSQL CPU the drain cost per event, in µs.
+func pgCPUPerEvent(r drainResult) float64 { return 1e6 * r.cpu["postgres"] / float64(r.events) }
+
 // drain relays n bulk-loaded events (after `history` SENT rows) with `workers` processes.
 func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult, error) {
 	res := drainResult{peer: p.name(), events: n}
@@ -82,6 +85,8 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	res.secs = time.Since(t0).Seconds()
 	res.cpu = s.sampleCPU(ps).since(cpu0)
 	if rp, ok := p.(*relayPeer); ok {
+		res.stages = rp.stages()
+	} else if rp, ok := p.(*relayV2Peer); ok {
 		res.stages = rp.stages()
 	}
 	s.prof.finish(p, tag)

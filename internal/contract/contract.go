@@ -21,6 +21,8 @@ const (
 // Environment variables of `relayworker relay` (and OUTBOX_NOTIFY_TRIGGER of migrate).
 const (
 	EnvNotifyTrigger      = "OUTBOX_NOTIFY_TRIGGER"
+	EnvContract           = "OUTBOX_CONTRACT"
+	EnvShards             = "OUTBOX_SHARDS"
 	EnvBrokers            = "KAFKA_BROKERS"
 	EnvBatchSize          = "RELAY_BATCH_SIZE"
 	EnvLease              = "RELAY_LEASE"

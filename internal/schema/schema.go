@@ -201,20 +201,27 @@ func Statements(t pgident.Table, opts Options) []string {
 		WorkersDDL(t),
 	}
 	if opts.NotifyTrigger {
-		fn := pgident.Quote(t.Schema) + "." + t.Ident("_notify")
-		stmts = append(stmts,
-			`CREATE OR REPLACE FUNCTION `+fn+`() RETURNS trigger LANGUAGE plpgsql AS $fn$
+		stmts = append(stmts, NotifyTriggerStatements(t)...)
+	}
+	return stmts
+}
+
+// NotifyTriggerStatements install a statement-level trigger on t that NOTIFYs the
+// relay after inserts (migrate --notify-trigger, either contract).
+func NotifyTriggerStatements(t pgident.Table) []string {
+	fn := pgident.Quote(t.Schema) + "." + t.Ident("_notify")
+	q := t.Qualified()
+	return []string{
+		`CREATE OR REPLACE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-    PERFORM pg_notify(`+quoteLiteral(Channel(t))+`, '');
+    PERFORM pg_notify(` + quoteLiteral(Channel(t)) + `, '');
     RETURN NULL;
 END
 $fn$`,
-			`DROP TRIGGER IF EXISTS `+t.Ident("_notify_trg")+` ON `+q,
-			`CREATE TRIGGER `+t.Ident("_notify_trg")+` AFTER INSERT ON `+q+
-				` FOR EACH STATEMENT EXECUTE FUNCTION `+fn+`()`,
-		)
+		`DROP TRIGGER IF EXISTS ` + t.Ident("_notify_trg") + ` ON ` + q,
+		`CREATE TRIGGER ` + t.Ident("_notify_trg") + ` AFTER INSERT ON ` + q +
+			` FOR EACH STATEMENT EXECUTE FUNCTION ` + fn + `()`,
 	}
-	return stmts
 }
 
 // ConsumeTableDDL creates the consumers' dedup table (docs/architecture.md, "Consumers") in schemaName.

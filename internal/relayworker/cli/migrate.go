@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"fmt"
 	"io"
 
 	"github.com/go-logr/logr"
@@ -34,6 +35,20 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 	defer db.Close()
 	if err := store.CheckPrimary(ctx, db); err != nil {
 		return err
+	}
+	if cfg.Contract == config.ContractV2 {
+		if err := schema.MigrateV2(ctx, db, cfg.T, schema.V2Options{Shards: cfg.Shards}); err != nil {
+			return err
+		}
+		if cfg.NotifyTrigger {
+			for _, stmt := range schema.NotifyTriggerStatements(cfg.T) {
+				if _, err := db.ExecContext(ctx, stmt); err != nil {
+					return fmt.Errorf("migrate %s: notify trigger: %w", cfg.T, err)
+				}
+			}
+		}
+		log.Info("outbox table migrated", "table", cfg.T.String(), "contract", cfg.Contract, "notifyTrigger", cfg.NotifyTrigger)
+		return nil
 	}
 	if err := schema.Migrate(ctx, db, cfg.T, migrateOptions(cfg)); err != nil {
 		return err

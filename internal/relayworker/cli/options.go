@@ -15,6 +15,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/relay"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/replay"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardrelay"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"strings"
@@ -62,6 +63,16 @@ func relayOptions(c *config.Relay, payloadType string) relay.Options {
 		Backoff:           backoff.Policy{Min: c.MinBackoff, Max: c.MaxBackoff},
 		UnknownTopicGrace: c.UnknownTopicGrace, ShutdownTimeout: c.ShutdownTimeout,
 		Format: messageFormat(c, payloadType),
+	}
+}
+
+// shardRelayOptions are relayOptions for the v2 relay (the same flags and meanings).
+func shardRelayOptions(c *config.Relay, payloadType string) shardrelay.Options {
+	o := relayOptions(c, payloadType)
+	return shardrelay.Options{
+		Table: o.Table, DSN: o.DSN, WorkerID: o.WorkerID, BatchSize: o.BatchSize,
+		Lease: o.Lease, PollInterval: o.PollInterval, MaxAttempts: o.MaxAttempts, Backoff: o.Backoff,
+		UnknownTopicGrace: o.UnknownTopicGrace, ShutdownTimeout: o.ShutdownTimeout, Format: o.Format,
 	}
 }
 

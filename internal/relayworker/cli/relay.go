@@ -17,6 +17,8 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/relay"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardrelay"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
@@ -49,6 +51,11 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 		return err
 	}
 	defer db.Close()
+	// A v2 table (or a contract row of a version this build does not know, which
+	// VerifyV2 refuses with one line) gets the v2 relay; everything else the v1 checks.
+	if c, err := schema.DetectContract(ctx, db, cfg.T); err == nil && c.Version >= schema.ContractV2 {
+		return runShardRelay(ctx, cfg, db, c, log)
+	}
 	payloadType, err := checkRelayTable(ctx, db, cfg.T)
 	if err != nil {
 		return err
@@ -83,6 +90,52 @@ func runRelay(ctx context.Context, cfg *config.Relay, log logr.Logger) error {
 	}
 	r := relay.New(opts, db, st, pub, m, h, log)
 	log.Info("relay starting", "table", cfg.T.String(), "batchSize", cfg.BatchSize, "lease", cfg.Lease.String(), "source", cfg.SourceMode, "format", cfg.MessageFormat)
+	if err := r.Run(ctx); err != nil {
+		return err
+	}
+	log.Info("relay stopped")
+	return nil
+}
+
+// runShardRelay runs the v2 relay (internal/relayworker/shardrelay) on a table of
+// contract v2 (schema.DetectContract said so).
+func runShardRelay(ctx context.Context, cfg *config.Relay, db *sql.DB, c schema.Contract, log logr.Logger) error {
+	if cfg.SourceMode == contract.SourceLogicalReplication {
+		return &ConfigError{fmt.Errorf("--source-mode %s does not apply to outbox table %s: it follows table contract v2, whose shard readers need no replication slot (use --source-mode %s)",
+			cfg.SourceMode, cfg.T, contract.SourcePolling)}
+	}
+	if err := store.CheckPrimary(ctx, db); err != nil {
+		return err
+	}
+	if _, err := schema.VerifyV2(ctx, db, cfg.T, c.Shards); err != nil {
+		return err
+	}
+	payloadType, err := store.PayloadType(ctx, db, cfg.T)
+	if err != nil {
+		return err
+	}
+	st, err := shardstore.New(db, shardstore.Options{Table: cfg.T, Shards: c.Shards, WorkerID: cfg.WorkerID, Lease: cfg.Lease})
+	if err != nil {
+		return &ConfigError{err}
+	}
+	defer st.Close()
+	pub, err := publish.New(publishOptions(cfg))
+	if err != nil {
+		return &ConfigError{err}
+	}
+	defer closePublisher(pub)
+
+	m := metrics.New(cfg.Pipeline)
+	h := health.New(contract.LivenessStall(cfg.Lease, cfg.PollInterval))
+	stopEndpoints, err := serveEndpoints(cfg, m, h)
+	if err != nil {
+		return err
+	}
+	defer stopEndpoints()
+
+	r := shardrelay.New(shardRelayOptions(cfg, payloadType), db, st, pub, m, h, log)
+	log.Info("relay starting", "table", cfg.T.String(), "contract", "v2", "shards", c.Shards, "batchSize", cfg.BatchSize,
+		"lease", cfg.Lease.String(), "format", cfg.MessageFormat)
 	if err := r.Run(ctx); err != nil {
 		return err
 	}

@@ -1,16 +1,33 @@
 package config
 
-import "github.com/outbox-operator/outbox-operator/internal/contract"
+import (
+	"fmt"
+
+	"github.com/outbox-operator/outbox-operator/internal/contract"
+)
+
+// Table contracts `relayworker migrate --contract` creates (docs/contract-v2.md).
+const (
+	ContractV1 = "v1"
+	ContractV2 = "v2"
+)
 
 // Migrate is the configuration of `relayworker migrate`.
 type Migrate struct {
 	Common
 	NotifyTrigger bool
+	// Contract is the table contract a new table follows: ContractV1 (status
+	// columns, the claim -> mark relay) or ContractV2 (insert-only, shard cursors).
+	Contract string
+	// Shards is a v2 table's fixed shard count (0: the default, 256).
+	Shards int
 }
 
 func bindMigrate(b *binder, m *Migrate) {
 	b.common(&m.Common)
 	b.boolean(&m.NotifyTrigger, "notify-trigger", contract.EnvNotifyTrigger, false, "install a statement-level NOTIFY trigger for plain-SQL producers")
+	b.str(&m.Contract, "contract", contract.EnvContract, ContractV1, "table contract: v1, or v2 (insert-only table read by shard cursors; docs/contract-v2.md)")
+	b.integer(&m.Shards, "shards", contract.EnvShards, 0, "--contract v2: the fixed shard count, a power of two (0: 256)")
 }
 
 // ParseMigrate parses `relayworker migrate` arguments.
@@ -23,6 +40,15 @@ func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
 	}
 	if err := m.validate(); err != nil {
 		return nil, err
+	}
+	switch m.Contract {
+	case ContractV1:
+		if m.Shards != 0 {
+			return nil, fmt.Errorf("--shards (%s) applies to --contract %s only", contract.EnvShards, ContractV2)
+		}
+	case ContractV2:
+	default:
+		return nil, fmt.Errorf("--contract (%s) %q must be %s or %s", contract.EnvContract, m.Contract, ContractV1, ContractV2)
 	}
 	return m, nil
 }

@@ -8,8 +8,7 @@ import (
 	"context"
 	"time"
 
-	"github.com/lib/pq"
-
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/wakeup"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
@@ -28,36 +27,9 @@ func (r *Relay) startBackground(ctx context.Context) (stop func()) {
 	return func() { startstop.StopAll(loops...) }
 }
 
-// listen wakes the loop on NOTIFY. Losing the connection or a notification only costs
-// latency: polling still finds every row. On reconnect the loop is woken once, since
-// notifications sent while disconnected are gone.
+// listen wakes the loop on NOTIFY (wakeup.Listen).
 func (r *Relay) listen(ctx context.Context) {
-	ch := schema.Channel(r.cfg.Table)
-	l := pq.NewListener(r.cfg.DSN, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
-		switch ev {
-		case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
-			r.m.Errors.WithLabelValues("listen").Inc()
-			if err != nil {
-				r.log.V(1).Info("LISTEN connection problem; polling continues", "error", err.Error())
-			}
-		case pq.ListenerEventReconnected:
-			r.wakeUp()
-		}
-	})
-	defer l.Close()
-	if err := l.Listen(ch); err != nil {
-		r.m.Errors.WithLabelValues("listen").Inc()
-		r.log.Error(err, "LISTEN failed; relying on polling")
-	}
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case n := <-l.Notify:
-			_ = n
-			r.wakeUp()
-		}
-	}
+	wakeup.Listen(ctx, r.cfg.DSN, schema.Channel(r.cfg.Table), r.m, r.log, r.wakeUp)
 }
 
 // stats refreshes the gauges and the worker's heartbeat every StatsInterval.

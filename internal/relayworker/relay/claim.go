@@ -12,15 +12,13 @@ import (
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/event"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
 )
 
-// WakeLinger is how long a worker woken by NOTIFY waits before claiming. Every
-// committing producer announces itself and every worker hears it; claiming at once
-// turned 1,000 events/s into ~480 claims/s of 2 rows each, CPU the database needed
-// (a worse p99 than plain polling). Two milliseconds let the burst finish: about
-// 25 % fewer claims and p99 18-39 -> 16 ms at 1,000 events/s with the trigger.
-const WakeLinger = 2 * time.Millisecond
+// WakeLinger is how long a worker woken by NOTIFY waits before claiming
+// (pace.WakeLinger: one claim per burst of commits, not one per commit).
+const WakeLinger = pace.WakeLinger
 
 // claimed is the result of one claim statement.
 type claimed struct {
@@ -187,7 +185,7 @@ func (r *Relay) claimLoop(ctx, work context.Context) {
 		}
 		l.claimOK()
 		if len(c.rows) > 0 {
-			l.pace.reset()
+			l.pace.Reset()
 			continue // rows were there, so there are probably more: claim again at once
 		}
 		l.idle(ctx)
@@ -215,7 +213,7 @@ func (l *loop) next(work context.Context) claimed {
 		r.drainWake()
 		c = r.claim(work)
 	}
-	if c.err == nil && len(c.rows) >= r.cfg.BatchSize && r.broker().up {
+	if c.err == nil && len(c.rows) >= r.cfg.BatchSize && r.broker().Up {
 		l.ahead = make(chan claimed, 1)
 		r.drainWake()
 		go func(ch chan<- claimed) { ch <- r.claim(work) }(l.ahead)
@@ -261,14 +259,14 @@ func (l *loop) publish(ctx, work context.Context, c claimed) (paused bool) {
 	}
 	l.dropAhead()
 	r.pauseForBroker(ctx, b.out.topics(), b.out.brokerDown, b.out.brokerErr)
-	l.pace.reset()
+	l.pace.Reset()
 	return true
 }
 
 // resumeAfterTrial ends a pause when the trial's outcome says so (see publish); out is
 // nil for a trial claim that found nothing.
 func (r *Relay) resumeAfterTrial(ctx context.Context, out *outcome) {
-	if r.broker().up || ctx.Err() != nil || out != nil && out.brokerDown != "" {
+	if r.broker().Up || ctx.Err() != nil || out != nil && out.brokerDown != "" {
 		return
 	}
 	switch {
@@ -324,7 +322,7 @@ func (l *loop) idle(ctx context.Context) {
 		default:
 		}
 	}
-	l.poll.Reset(l.pace.idle())
+	l.poll.Reset(l.pace.Idle())
 	select {
 	case <-ctx.Done():
 	case <-l.r.wake:

@@ -1,38 +1,18 @@
-// pace.go: how long the loop waits before its next claim.
+// pace.go: how long the loop waits before its next claim (internal/relayworker/pace,
+// shared with the v2 loop).
 
 package relay
 
-import "time"
+import (
+	"time"
 
-// MinPollInterval is the first wait after a claim that found nothing: a worker that
-// just drained the table looks again this soon, and doubles the wait on every further
-// empty claim up to the poll interval. Plain-SQL producers (no NOTIFY) therefore see
-// a few milliseconds of relay latency while events keep coming, and an idle worker
-// still runs only about one claim per poll interval.
-const MinPollInterval = 5 * time.Millisecond
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
+)
 
-// pacer is the idle back-off between claims. Any claim that returned rows resets it:
-// a short batch (the other worker holds rows, the order guard held some back) says
-// nothing about the backlog, so the loop claims again at once instead of sleeping.
-type pacer struct {
-	min, max time.Duration
-	cur      time.Duration
-}
+// MinPollInterval is the first wait after a claim that found nothing (pace.MinPollInterval).
+const MinPollInterval = pace.MinPollInterval
 
-func newPacer(max time.Duration) *pacer {
-	p := &pacer{min: min(MinPollInterval, max), max: max}
-	p.reset()
-	return p
-}
+// pacer is the claim loop's idle back-off.
+type pacer = pace.Pacer
 
-func (p *pacer) reset() { p.cur = 0 }
-
-// idle returns the wait after an empty claim and grows the next one.
-func (p *pacer) idle() time.Duration {
-	if p.cur == 0 {
-		p.cur = p.min
-	} else {
-		p.cur = min(p.cur*2, p.max)
-	}
-	return p.cur
-}
+func newPacer(max time.Duration) *pacer { return pace.New(max) }

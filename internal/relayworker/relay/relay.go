@@ -10,7 +10,6 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/backoff"
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/brokerpause"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
@@ -90,14 +90,10 @@ type Relay struct {
 	arrived <-chan struct{} // the feed's Arrived, nil without a feed
 	primary func(context.Context) (bool, error)
 
-	probe Prober   // nil: the trial batch follows one pause wait, unprobed
-	reset Resetter // nil: nothing to reset
-
 	lastPoll time.Time // last polling claim in logical-replication mode (claim loop only)
 	parked   parked    // rows to release when a pause ends (claim loop only)
 
-	bmu            sync.Mutex
-	bstate         brokerState
+	brk            *brokerpause.State
 	noWorkersTable atomic.Bool
 }
 
@@ -113,13 +109,15 @@ func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metri
 		o.ShutdownTimeout = contract.DefaultShutdownTimeout
 	}
 	r := &Relay{cfg: o, db: db, store: st, pub: pub, m: m, health: h, log: log,
-		wake: make(chan struct{}, 1), bstate: brokerState{up: true}}
+		wake: make(chan struct{}, 1)}
 	if o.Feed != nil {
 		r.arrived = o.Feed.Arrived()
 	}
 	r.marks = &marker{store: st, m: m, log: log, maxAttempts: o.MaxAttempts}
-	r.probe, _ = pub.(Prober)
-	r.reset, _ = pub.(Resetter)
+	bo := brokerpause.Options{Metrics: m, Health: h, Log: log, Report: r.reportWorker}
+	bo.Prober, _ = pub.(Prober) // nil: the trial batch follows one pause wait, unprobed
+	bo.Resetter, _ = pub.(Resetter)
+	r.brk = brokerpause.New(bo)
 	r.primary = func(ctx context.Context) (bool, error) {
 		rec, err := store.InRecovery(ctx, db)
 		return !rec, err

@@ -22,7 +22,7 @@ func (r *Relay) reportWorker(ctx context.Context) {
 	st := r.broker()
 	c, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
-	err := r.store.ReportWorker(c, r.cfg.WorkerID, st.up, st.code)
+	err := r.store.ReportWorker(c, r.cfg.WorkerID, st.Up, st.Code)
 	switch {
 	case errors.Is(err, store.ErrNoWorkersTable):
 		r.noWorkersTable.Store(true)

@@ -120,11 +120,17 @@ type TableHealth struct {
 
 // Health reads the table's statistics (cheap catalog lookups, no table scan).
 func (s *Store) Health(ctx context.Context) (TableHealth, error) {
+	return ReadTableHealth(ctx, s.db, s.t)
+}
+
+// ReadTableHealth reads t's statistics: Store.Health for any outbox table (the v2
+// relay's too).
+func ReadTableHealth(ctx context.Context, db *sql.DB, t pgident.Table) (TableHealth, error) {
 	var h TableHealth
-	err := s.db.QueryRowContext(ctx, `SELECT COALESCE(st.n_dead_tup, 0), COALESCE(st.n_live_tup, 0), pg_total_relation_size(c.oid)
+	err := db.QueryRowContext(ctx, `SELECT COALESCE(st.n_dead_tup, 0), COALESCE(st.n_live_tup, 0), pg_total_relation_size(c.oid)
 		FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 		LEFT JOIN pg_stat_user_tables st ON st.relid = c.oid
-		WHERE n.nspname = $1 AND c.relname = $2`, s.t.Schema, s.t.Name).Scan(&h.DeadTuples, &h.LiveTuples, &h.SizeBytes)
+		WHERE n.nspname = $1 AND c.relname = $2`, t.Schema, t.Name).Scan(&h.DeadTuples, &h.LiveTuples, &h.SizeBytes)
 	if err != nil {
 		return h, fmt.Errorf("table health: %w", err)
 	}

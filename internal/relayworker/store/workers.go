@@ -5,6 +5,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 
@@ -23,8 +24,7 @@ var ErrNoWorkersTable = errors.New("worker-status table missing (run `relayworke
 // broker_down_since keeps the start of an ongoing outage.
 func (s *Store) ReportWorker(ctx context.Context, workerID string, brokerUp bool, code string) error {
 	s.Statements.Add(1)
-	_, err := s.db.ExecContext(ctx, reportWorkerSQL(s.t), workerID, brokerUp, code)
-	return workersErr("report worker state", err)
+	return Workers{DB: s.db, Table: s.t}.Report(ctx, workerID, brokerUp, code)
 }
 
 func reportWorkerSQL(t pgident.Table) string {
@@ -41,7 +41,25 @@ ON CONFLICT (worker_id) DO UPDATE SET
 // RemoveWorker deletes the worker's row (clean shutdown).
 func (s *Store) RemoveWorker(ctx context.Context, workerID string) error {
 	s.Statements.Add(1)
-	_, err := s.db.ExecContext(ctx, removeWorkerSQL(s.t), workerID)
+	return Workers{DB: s.db, Table: s.t}.Remove(ctx, workerID)
+}
+
+// Workers is the worker-status table of an outbox table of either contract (both
+// share schema.WorkersDDL): the v2 relay reports through it as v1's store does.
+type Workers struct {
+	DB    *sql.DB
+	Table pgident.Table
+}
+
+// Report upserts a worker's row (Store.ReportWorker).
+func (w Workers) Report(ctx context.Context, workerID string, brokerUp bool, code string) error {
+	_, err := w.DB.ExecContext(ctx, reportWorkerSQL(w.Table), workerID, brokerUp, code)
+	return workersErr("report worker state", err)
+}
+
+// Remove deletes a worker's row (Store.RemoveWorker).
+func (w Workers) Remove(ctx context.Context, workerID string) error {
+	_, err := w.DB.ExecContext(ctx, removeWorkerSQL(w.Table), workerID)
 	return workersErr("remove worker state", err)
 }
 

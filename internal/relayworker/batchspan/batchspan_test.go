@@ -1,4 +1,4 @@
-package relay
+package batchspan
 
 import (
 	"context"
@@ -43,8 +43,8 @@ func TestBatchSpanOutcome(t *testing.T) {
 			for i, topic := range tc.topics {
 				msgs[i] = kafka.Message{Topic: topic}
 			}
-			_, span := startBatchSpan(context.Background(), msgs)
-			endBatchSpan(span, tc.results)
+			_, span := Start(context.Background(), msgs)
+			End(span, tc.results)
 			spans := exp.GetSpans()
 			if len(spans) != 1 {
 				t.Fatalf("%d spans, want 1", len(spans))

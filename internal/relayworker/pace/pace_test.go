@@ -1,4 +1,4 @@
-package relay
+package pace
 
 import (
 	"testing"
@@ -6,10 +6,10 @@ import (
 )
 
 func TestPacerDoublesFromMinToPollIntervalAndResets(t *testing.T) {
-	p := newPacer(100 * time.Millisecond)
+	p := New(100 * time.Millisecond)
 	var got []time.Duration
 	for i := 0; i < 7; i++ {
-		got = append(got, p.idle())
+		got = append(got, p.Idle())
 	}
 	want := []time.Duration{5, 10, 20, 40, 80, 100, 100}
 	for i := range want {
@@ -17,16 +17,16 @@ func TestPacerDoublesFromMinToPollIntervalAndResets(t *testing.T) {
 			t.Fatalf("wait %d = %s, want %s (all: %v)", i, got[i], want[i]*time.Millisecond, got)
 		}
 	}
-	p.reset()
-	if d := p.idle(); d != MinPollInterval {
+	p.Reset()
+	if d := p.Idle(); d != MinPollInterval {
 		t.Fatalf("after reset the first wait is %s, want %s", d, MinPollInterval)
 	}
 }
 
 func TestPacerNeverWaitsLongerThanAShortPollInterval(t *testing.T) {
-	p := newPacer(2 * time.Millisecond)
+	p := New(2 * time.Millisecond)
 	for i := 0; i < 3; i++ {
-		if d := p.idle(); d != 2*time.Millisecond {
+		if d := p.Idle(); d != 2*time.Millisecond {
 			t.Fatalf("wait %d = %s, want the 2ms poll interval", i, d)
 		}
 	}

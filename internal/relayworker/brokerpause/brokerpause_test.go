@@ -1,4 +1,4 @@
-package relay
+package brokerpause
 
 import (
 	"context"
@@ -35,9 +35,9 @@ func TestBrokerWideTellsTheBrokersFailuresFromTheRows(t *testing.T) {
 		{"only permanent failures", []publish.Result{tooLarge}, false, ""},
 		{"all stored", []publish.Result{ok, ok}, false, ""},
 	} {
-		down, code, _ := brokerWide(c.res)
+		down, code, _ := BrokerWide(c.res)
 		if down != c.down || code != c.code {
-			t.Errorf("%s: brokerWide = %v %q, want %v %q", c.name, down, code, c.down, c.code)
+			t.Errorf("%s: BrokerWide = %v %q, want %v %q", c.name, down, code, c.down, c.code)
 		}
 	}
 }
@@ -63,7 +63,7 @@ func TestAnsweredNeedsABrokersAnswer(t *testing.T) {
 		{"too large to send, never sent", []publish.Result{localTooLarge, notSent}, false},
 		{"nothing published", nil, false},
 	} {
-		if got := answered(c.res); got != c.want {
+		if got := Answered(c.res); got != c.want {
 			t.Errorf("%s: answered = %v, want %v", c.name, got, c.want)
 		}
 	}

@@ -1,0 +1,386 @@
+// loop.go: the relay loop. Each turn: rebalance the shard leases when due (every
+// lease/3), publish the hold table's due rows and settle them (when an advance or
+// settle may have made rows due, and at least once per poll interval), read a window
+// batch and publish and advance it; once a read finds nothing the worker has caught
+// up: it ticks, reads again, and otherwise waits with the idle back-off (so an idle
+// worker tries about one tick per poll interval, and a tick is recorded only when
+// something committed since the last one). Broker-wide failures pause it
+// (brokerpause); database errors back it off.
+
+package shardrelay
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+)
+
+// loopState is the loop's state between turns.
+type loopState struct {
+	r          *Relay
+	pace       *pace.Pacer
+	failures   int       // database errors in a row
+	lastDue    time.Time // last read of the due hold rows
+	holdsDirty bool      // an advance wrote hold rows or a settle changed some: read the due ones now
+	ticked     bool      // this turn ticked already
+	// ahead is the read running beside this batch's publish (nil: none); aheadExcl
+	// are the shards of the batch in flight, whose rows it must not return.
+	ahead     chan readResult
+	aheadExcl map[int16]bool
+}
+
+// readResult is what a read returned.
+type readResult struct {
+	b     shardstore.Batch
+	start time.Time
+	err   error
+}
+
+// loop relays until ctx ends; a started batch runs under work, so it is published and
+// advanced (or given up at ShutdownTimeout) before loop returns.
+func (r *Relay) loop(ctx, work context.Context) {
+	l := &loopState{r: r, pace: pace.New(r.cfg.PollInterval), holdsDirty: true}
+	defer l.dropAhead()
+	for {
+		if ctx.Err() != nil {
+			r.log.Info("stop signal: no more reads")
+			return
+		}
+		r.health.Beat()
+		if !time.Now().Before(r.nextRebalance) {
+			l.dropAhead() // it read under the leases this round may change
+			if err := r.rebalance(work); err != nil {
+				l.failed(ctx, "lease", err)
+				continue
+			}
+		}
+		busy, err := l.turn(ctx, work)
+		if err != nil {
+			l.failed(ctx, "claim", err)
+			continue
+		}
+		l.ok()
+		if busy {
+			l.pace.Reset()
+			continue
+		}
+		l.idle(ctx)
+	}
+}
+
+// turn publishes the hold table's due rows (when an advance or settle may have made
+// rows due, and at least once per poll interval) and one window batch, then settles
+// and advances both. The two are one trial for the brokers: a batch refused as a
+// whole pauses the worker only when the other part stored nothing either (v1's rule
+// for one claimed batch: a failing topic's events are its own failures, counted, while
+// other topics' events are stored). busy says there was something to do (so there
+// probably is more: no wait before the next turn).
+func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
+	r := l.r
+	var due *duePart
+	if l.holdsDirty || time.Since(l.lastDue) >= r.cfg.PollInterval {
+		l.lastDue, l.holdsDirty = time.Now(), false
+		if due, err = r.publishDue(work); err != nil {
+			l.holdsDirty = true
+			return false, err
+		}
+	}
+	bp, err := l.readAndPublish(ctx, work)
+	if err != nil {
+		return false, err
+	}
+	rd := combine(due.roundOf(), bp.roundOf())
+	if err := r.settleDue(due, rd.down); err != nil {
+		l.holdsDirty = true
+		return false, err
+	}
+	holds, err := r.advance(bp, rd.down)
+	if err != nil {
+		return false, err
+	}
+	l.holdsDirty = l.holdsDirty || holds || due.changed()
+	if r.afterRound(ctx, rd) {
+		l.dropAhead()    // the trial is one batch, read after the pause
+		return true, nil // paused for the brokers, and back for the trial (or stopped)
+	}
+	if rd.items > 0 || bp != nil {
+		return true, nil
+	}
+	if !r.brk.Up() && ctx.Err() == nil && !r.waiting(ctx) {
+		r.brk.Resume(ctx, "nothing to send")
+	}
+	return false, nil
+}
+
+// readAndPublish reads a window batch and publishes it. When the read finds nothing
+// the worker has caught up: a tick makes what committed since the last one readable
+// (Tick records one only when needed; the idle back-off spaces the turns of an idle
+// worker), and the read runs again, also when another worker recorded the tick.
+// nil: nothing to read.
+func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error) {
+	r := l.r
+	l.ticked = false
+	if l.ahead != nil {
+		res, excl := <-l.ahead, l.aheadExcl
+		l.ahead, l.aheadExcl = nil, nil
+		if res.err == nil {
+			r.next = res.b.Next
+			if b := without(res.b, excl); len(b.Windows) > 0 {
+				l.readAhead(work, b)
+				return r.publishBatch(work, b, res.start), nil
+			}
+		}
+	}
+	for range 2 {
+		b, start, err := r.read(work)
+		if err != nil {
+			return nil, err
+		}
+		if len(b.Windows) > 0 {
+			l.readAhead(work, b)
+			return r.publishBatch(work, b, start), nil
+		}
+		if l.ticked {
+			return nil, nil // this turn's tick made nothing readable
+		}
+		drainWake(r.wake) // the tick below covers what a NOTIFY announced so far
+		l.ticked = true
+		if _, _, err := r.st.Tick(work); err != nil {
+			return nil, err
+		}
+		// Read again whether or not this tick was recorded: another worker's may have
+		// been, just before.
+	}
+	return nil, nil
+}
+
+// drainWake drops a wake-up that came before the tick about to start: that tick
+// covers the commits it announced.
+func drainWake(wake chan struct{}) {
+	select {
+	case <-wake:
+	default:
+	}
+}
+
+// readAhead starts the next read beside the publish of b when b was full (a
+// backlog): from the shard after b's last, and its result drops b's shards, whose
+// cursors move only with b's advance. Their aggregates are b's alone (one aggregate,
+// one shard), so nothing the other shards hold depends on b's outcome. Not while
+// paused for the brokers: the trial is one batch.
+func (l *loopState) readAhead(work context.Context, b shardstore.Batch) {
+	r := l.r
+	if len(b.Events)+len(b.Windows) < r.cfg.BatchSize || !r.brk.Up() {
+		return
+	}
+	excl := make(map[int16]bool, len(b.Windows))
+	for _, w := range b.Windows {
+		excl[w.Shard] = true
+	}
+	tokens := r.leases.Tokens()
+	ch := make(chan readResult, 1)
+	l.ahead, l.aheadExcl = ch, excl
+	go func() { ch <- r.readFrom(work, tokens, b.Next+1) }()
+}
+
+// dropAhead waits for the read ahead, if one runs, and forgets it (read again later).
+func (l *loopState) dropAhead() {
+	if l.ahead != nil {
+		<-l.ahead
+		l.ahead, l.aheadExcl = nil, nil
+	}
+}
+
+// without is b less the windows and events of the shards in excl.
+func without(b shardstore.Batch, excl map[int16]bool) shardstore.Batch {
+	out := shardstore.Batch{Next: b.Next}
+	for _, w := range b.Windows {
+		if !excl[w.Shard] {
+			out.Windows = append(out.Windows, w)
+		}
+	}
+	for _, e := range b.Events {
+		if !excl[e.Shard] {
+			out.Events = append(out.Events, e)
+		}
+	}
+	return out
+}
+
+// combine is the broker verdict on a turn's two parts: refused as a whole only when
+// one part was and neither stored anything nor got an answer from a broker.
+func combine(a, b round) round {
+	rd := round{items: a.items + b.items, sent: a.sent + b.sent, answered: a.answered || b.answered}
+	for _, x := range []round{a, b} {
+		if x.down && rd.sent == 0 && !rd.answered && !rd.down {
+			rd.down, rd.code, rd.msg, rd.topics = true, x.code, x.msg, x.topics
+		}
+	}
+	return rd
+}
+
+// round is what one publish of a batch or of due hold rows did, for the broker pause.
+type round struct {
+	items    int  // events read (or due hold rows)
+	sent     int  // stored by a broker
+	answered bool // a broker answered for at least one message (brokerpause.Answered)
+	// down: the brokers refused the batch as a whole (brokerpause.BrokerWide), not at
+	// shutdown.
+	down      bool
+	code, msg string
+	topics    []string
+}
+
+// afterRound applies a round to the broker state: something stored resets the pause
+// streak; a batch refused as a whole pauses (and reports true once the pause's wait
+// is over, for the trial); a paused worker resumes on a trial a broker answered.
+func (r *Relay) afterRound(ctx context.Context, rd round) (paused bool) {
+	if rd.sent > 0 {
+		r.brk.Stored()
+	}
+	if rd.down {
+		r.brk.Pause(ctx, rd.topics, rd.code, rd.msg)
+		return true
+	}
+	if r.brk.Up() || ctx.Err() != nil {
+		return false
+	}
+	switch {
+	case rd.sent > 0:
+		r.brk.Resume(ctx, "produce")
+	case rd.answered:
+		r.brk.Resume(ctx, "broker answer")
+	}
+	return false
+}
+
+// read reads a window batch of the leased shards, round robin from where the last
+// one ended.
+func (r *Relay) read(work context.Context) (shardstore.Batch, time.Time, error) {
+	res := r.readFrom(work, r.leases.Tokens(), r.next)
+	if res.err == nil {
+		r.next = res.b.Next
+	}
+	return res.b, res.start, res.err
+}
+
+// readFrom reads a window batch of tokens' shards starting with shard from (which may
+// be the shard count: the read wraps round). It touches no loop state, so it may run
+// beside the loop.
+func (r *Relay) readFrom(work context.Context, tokens []string, from int16) readResult {
+	res := readResult{start: time.Now()}
+	if len(tokens) == 0 {
+		return res
+	}
+	res.b, res.err = r.st.Read(work, tokens, from, r.cfg.BatchSize)
+	r.m.ClaimLatency.Observe(time.Since(res.start).Seconds())
+	if res.err == nil {
+		r.m.ClaimBatchSize.Observe(float64(len(res.b.Events)))
+	}
+	return res
+}
+
+// rebalance is one lease round (shardstore.Store.Rebalance): heartbeat, renew, give
+// up shards over the fair share, take free ones.
+func (r *Relay) rebalance(ctx context.Context) error {
+	start := time.Now()
+	had := r.leases.Len()
+	r.nextRebalance = start.Add(r.cfg.Lease / 3)
+	plan, err := r.st.Rebalance(ctx, &r.leases)
+	held := map[int16]bool{}
+	for _, s := range r.leases.Shards() {
+		held[s] = true
+		r.renewed[s] = start // renewed or acquired by this round (or lost: the advance's fence says so)
+	}
+	for s := range r.renewed {
+		if !held[s] {
+			delete(r.renewed, s)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := r.leases.Len(); n != had || len(plan.Release) > 0 {
+		r.log.Info("shard leases", "held", n, "before", had, "released", len(plan.Release))
+	}
+	return nil
+}
+
+// keepLeases renews the leases while the worker is paused for the brokers.
+func (r *Relay) keepLeases(ctx context.Context) {
+	if time.Now().Before(r.nextRebalance) {
+		return
+	}
+	if err := r.rebalance(ctx); err != nil && ctx.Err() == nil {
+		r.m.Errors.WithLabelValues("lease").Inc()
+		r.log.V(1).Info("lease round failed while paused", "error", err.Error())
+	}
+}
+
+// deadline is when a batch of these shards must be published by: the earliest lease
+// renewal among them plus the lease, less the margin (a shard not held: now).
+func (r *Relay) deadline(shards []int16) time.Time {
+	d := time.Time{}
+	for _, s := range shards {
+		at, ok := r.renewed[s]
+		if !ok {
+			return time.Now()
+		}
+		if t := at.Add(r.cfg.Lease - r.cfg.LeaseMargin); d.IsZero() || t.Before(d) {
+			d = t
+		}
+	}
+	return d
+}
+
+// failed backs off after a database error and says why in readiness: a hot standby
+// (failover demoted the primary) or a database error.
+func (l *loopState) failed(ctx context.Context, stage string, err error) {
+	r := l.r
+	l.failures++
+	r.m.Errors.WithLabelValues(stage).Inc()
+	delay := r.cfg.Backoff.Delay(l.failures)
+	reason := "database error: " + err.Error()
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	if ok, perr := r.primary(c); perr == nil && !ok {
+		reason = store.ErrHotStandby.Error()
+	}
+	cancel()
+	r.health.SetReady(false, reason)
+	if !errors.Is(err, context.Canceled) {
+		r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)
+	}
+	sleep(ctx, delay)
+}
+
+// ok records a turn that worked: readiness returns after failures (unless paused).
+func (l *loopState) ok() {
+	if l.failures > 0 {
+		l.failures = 0
+		if l.r.brk.Up() {
+			l.r.health.SetReady(true, "")
+		}
+	}
+}
+
+// idle waits after a turn with nothing to do: the pacer's wait (at most until the
+// next lease round), cut short by the stop signal or a NOTIFY (plus WakeLinger, so a
+// burst of commits costs one tick and read, not one per commit).
+func (l *loopState) idle(ctx context.Context) {
+	d := l.pace.Idle()
+	if until := time.Until(l.r.nextRebalance); until < d {
+		d = max(until, 0)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-l.r.wake:
+		sleep(ctx, pace.WakeLinger)
+	case <-t.C:
+	}
+}

@@ -1,0 +1,136 @@
+package fault
+
+import (
+	"database/sql"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relayproc"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
+)
+
+// v2Table makes public.outbox_event a table of contract v2 with `relayworker migrate
+// --contract v2` in a database of its own.
+func v2Table(t *testing.T, shards string) (string, *sql.DB) {
+	t.Helper()
+	dsn, db := relaytest.PG.OpenDatabase(t)
+	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v2", "--shards="+shards); code != 0 {
+		t.Fatalf("migrate --contract v2: exit %d: %s", code, out)
+	}
+	return dsn, db
+}
+
+// owners is how many shards each worker holds (by the worker id in the token).
+func owners(t *testing.T, db *sql.DB) map[string]int {
+	t.Helper()
+	rows, err := db.Query(`SELECT split_part(owner, '/', 1), count(*) FROM public.outbox_event_shard
+WHERE owner IS NOT NULL AND lease_until > now() GROUP BY 1`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rows.Close()
+	out := map[string]int{}
+	for rows.Next() {
+		var w string
+		var n int
+		if err := rows.Scan(&w, &n); err != nil {
+			t.Fatal(err)
+		}
+		out[w] = n
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+// One of two v2 workers is SIGKILLed mid-stream: its shards' leases run out and the
+// survivor takes them within a lease (plus one lease round), and every committed
+// event reaches Kafka in per-aggregate order; the outbox table is never updated or
+// deleted from.
+func TestV2Kill9OneOfTwoWorkers(t *testing.T) {
+	const shards, lease = 16, 3 * time.Second
+	dsn, db := v2Table(t, "16")
+	tp := newTopic(t, "v2kill")
+	w1 := startWorker(t, "v2kill-1", dsn, "--lease="+lease.String(), "--batch-size=50")
+	w2 := startWorker(t, "v2kill-2", dsn, "--lease="+lease.String(), "--batch-size=50")
+	w1.waitReady(t)
+	w2.waitReady(t)
+	if !strings.Contains(w1.Stderr(), `"contract":"v2"`) {
+		t.Fatalf("the worker did not start the v2 relay: %s", w1.Stderr())
+	}
+	prod := startProducer(t, db, tp, 12)
+	relaytest.Eventually(t, 30*time.Second, "both workers holding shards", func() bool {
+		o := owners(t, db)
+		return o["v2kill-1"] > 0 && o["v2kill-2"] > 0
+	})
+	relaytest.Eventually(t, 30*time.Second, "300 events relayed before the kill", func() bool { return broker.Count(tp) >= 300 })
+
+	atKill := prod.committed.Load()
+	if err := w1.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	killed := time.Now()
+	relaytest.Eventually(t, 4*lease, "the survivor holding every shard", func() bool {
+		return owners(t, db)["v2kill-2"] == shards
+	})
+	took := time.Since(killed)
+	t.Logf("the survivor took every shard %s after the kill (lease %s)", took.Round(10*time.Millisecond), lease)
+	if took > lease+lease/3+2*time.Second {
+		t.Errorf("shards taken over after %s, more than a lease (%s) and a lease round", took, lease)
+	}
+	relaytest.Eventually(t, 30*time.Second, "300 more events committed after the kill", func() bool {
+		return prod.committed.Load() >= atKill+300
+	})
+	prod.Stop(t)
+
+	committed := map[string]bool{}
+	rows, err := db.Query(`SELECT event_id FROM public.outbox_event WHERE destination = $1`, tp)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			t.Fatal(err)
+		}
+		committed[id] = true
+	}
+	if err := rows.Close(); err != nil {
+		t.Fatal(err)
+	}
+	relaytest.Eventually(t, 60*time.Second, "every committed event on Kafka", func() bool {
+		return broker.Count(tp) >= int64(len(committed))
+	})
+	d := verifyRecords(t, committed, tp)
+	t.Logf("%d events, %d records, %d duplicates", d.events, d.records, d.duplicates)
+	if n := mustCount(t, db, `SELECT count(*) FROM public.outbox_event_hold`); n != 0 {
+		t.Fatalf("%d hold rows after the drain", n)
+	}
+	relaytest.Eventually(t, 30*time.Second, "the table's statistics to count the inserts", func() bool {
+		return count(db, `SELECT n_tup_ins FROM pg_stat_user_tables WHERE relname = 'outbox_event'`) >= len(committed)
+	})
+	if n := mustCount(t, db, `SELECT n_tup_upd + n_tup_del FROM pg_stat_user_tables WHERE relname = 'outbox_event'`); n != 0 {
+		t.Fatalf("%d outbox rows updated or deleted", n)
+	}
+	checkSurvived(t, 3, w2)
+}
+
+// Flags that do not apply to a v2 table are refused with one line (exit 2), and so is
+// an unknown contract for migrate.
+func TestV2RefusesLogicalReplication(t *testing.T) {
+	dsn, _ := v2Table(t, "16")
+	code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn, "KAFKA_BROKERS=" + broker.AddrList()},
+		"relay", "--source-mode=logical-replication", "--metrics-addr=", "--health-addr=")
+	if code != 2 || !strings.Contains(out, "--source-mode logical-replication does not apply to outbox table") {
+		t.Fatalf("relay --source-mode logical-replication on a v2 table: exit %d: %s", code, out)
+	}
+	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
+		t.Fatalf("want one line, got %d: %s", n+1, out)
+	}
+	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v3"); code != 2 || !strings.Contains(out, "must be v1 or v2") {
+		t.Fatalf("migrate --contract v3: exit %d: %s", code, out)
+	}
+}
