@@ -21,6 +21,7 @@ PKGS=(
   ./internal/testenv/pgtest ./internal/pgversion ./internal/schema
   ./internal/relayworker/store ./internal/relayworker/relay ./internal/relayworker/cdc ./internal/relayworker/cli
   ./internal/relayworker/archive ./internal/relayworker/replay ./cmd/relayworker
+  ./internal/relayworker/shardstore ./internal/relayworker/shardrelay
   ./inbox ./outbox ./examples/payments
   ./internal/outboxstats ./internal/replslot ./internal/cmd/plugin
   ./internal/controller ./test/fault ./test/e2e
