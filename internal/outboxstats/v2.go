@@ -114,7 +114,7 @@ func v2WindowsSQL(t pgident.Table) string {
 	}
 	return `WITH nw AS (
     SELECT pg_current_snapshot() AS snap,
-           COALESCE(pg_sequence_last_value(` + quoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified()) + `), 0) AS last_seq
+           COALESCE(pg_sequence_last_value(` + pgident.QuoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified()) + `), 0) AS last_seq
 ),
 w AS (
     SELECT s.shard, s.owner, s.lease_until, s.pos, nw.snap AS now_snap, nw.last_seq,
@@ -177,17 +177,4 @@ FROM ` + t.WithSuffix(schema.HoldSuffix).Qualified()
 func v2LastPublishSQL(t pgident.Table) string {
 	return `SELECT (SELECT at FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + `
         WHERE cardinality(offsets) > 0 ORDER BY batch DESC LIMIT 1)`
-}
-
-// quoteLiteral quotes s as an SQL string literal (the sequence's name for
-// pg_sequence_last_value).
-func quoteLiteral(s string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			out = append(out, '\'')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '\''))
 }

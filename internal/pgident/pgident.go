@@ -71,3 +71,8 @@ func (t Table) WithSuffix(suffix string) Table { return Table{Schema: t.Schema, 
 
 // Ident quotes a derived identifier (index, channel) built from the table name.
 func (t Table) Ident(suffix string) string { return Quote(t.Name + suffix) }
+
+// QuoteLiteral quotes s as an SQL string literal (standard_conforming_strings, on
+// since PostgreSQL 9.1): for names passed to functions such as nextval or
+// pg_sequence_last_value, which take a name as text.
+func QuoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }

@@ -47,3 +47,15 @@ func TestQuoting(t *testing.T) {
 		t.Fatalf("Quote = %s", got)
 	}
 }
+
+func TestQuoteLiteral(t *testing.T) {
+	for in, want := range map[string]string{
+		`"public"."outbox_seq"`: `'"public"."outbox_seq"'`,
+		`o'brien`:               `'o''brien'`,
+		``:                      `''`,
+	} {
+		if got := QuoteLiteral(in); got != want {
+			t.Errorf("QuoteLiteral(%q) = %s, want %s", in, got, want)
+		}
+	}
+}

@@ -214,7 +214,7 @@ func NotifyTriggerStatements(t pgident.Table) []string {
 	return []string{
 		`CREATE OR REPLACE FUNCTION ` + fn + `() RETURNS trigger LANGUAGE plpgsql AS $fn$
 BEGIN
-    PERFORM pg_notify(` + quoteLiteral(Channel(t)) + `, '');
+    PERFORM pg_notify(` + pgident.QuoteLiteral(Channel(t)) + `, '');
     RETURN NULL;
 END
 $fn$`,
@@ -303,8 +303,6 @@ func Verify(ctx context.Context, db *sql.DB, t pgident.Table) error {
 	}
 	return nil
 }
-
-func quoteLiteral(s string) string { return "'" + strings.ReplaceAll(s, "'", "''") + "'" }
 
 func firstLine(s string) string {
 	if i := strings.IndexByte(s, '\n'); i >= 0 {

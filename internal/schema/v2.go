@@ -84,7 +84,7 @@ func ShardExpr(n int) string {
 // before it draws the number, whatever order PostgreSQL evaluates the defaults in: the
 // window read's lower bound (a tick's seq_before) relies on "id first, number second".
 func SeqDefault(t pgident.Table) string {
-	return `CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval(` + quoteLiteral(t.WithSuffix(SeqSuffix).Qualified()) + `) END`
+	return `CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval(` + pgident.QuoteLiteral(t.WithSuffix(SeqSuffix).Qualified()) + `) END`
 }
 
 // TxidDefault is the txid column's default: the producer's top-level transaction id
@@ -233,7 +233,7 @@ ON CONFLICT (one) DO UPDATE SET migrated_at = now()`,
 		// (or older than) this transaction, so no row can be visible before it.
 		`INSERT INTO ` + tick + ` (tick, snap, snap_xmax, seq_before, seq_after)
 SELECT 1, ts.snap, pg_snapshot_xmax(ts.snap),
-       COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + quoteLiteral(seq) + `), 0)
+       COALESCE(pg_sequence_last_value(` + pgident.QuoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + pgident.QuoteLiteral(seq) + `), 0)
 FROM (SELECT ` + TickSnapshot + ` AS snap) ts
 WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)

@@ -147,7 +147,7 @@ func defaultRefused(t pgident.Table, col, have, want string) error {
 // seqDefaultAs is SeqDefault as the catalog prints it, with the sequence named as
 // regclass prints it under the current search_path.
 func seqDefaultAs(seqName string) string {
-	return `CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval(` + quoteLiteral(seqName) + `::regclass) ELSE NULL::bigint END`
+	return `CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval(` + pgident.QuoteLiteral(seqName) + `::regclass) ELSE NULL::bigint END`
 }
 
 // sameExpr compares two expressions as PostgreSQL deparses them, ignoring white space

@@ -5,7 +5,10 @@
 // (connections, locks, a slot) is let go before the caller goes on.
 package startstop
 
-import "context"
+import (
+	"context"
+	"time"
+)
 
 // Task is one running loop.
 type Task struct {
@@ -45,5 +48,16 @@ func StopAll(tasks ...*Task) {
 	}
 	for _, t := range tasks {
 		<-t.done
+	}
+}
+
+// Sleep waits for d or until ctx ends, whichever comes first: the one wait of the
+// background loops (a backoff, a pause, an idle turn), cut short by a stop.
+func Sleep(ctx context.Context, d time.Duration) {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-t.C:
 	}
 }

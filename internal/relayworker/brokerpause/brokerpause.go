@@ -22,6 +22,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/health"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/metrics"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // Probe is how long a paused worker waits before each trial: 200 ms at first,
@@ -162,7 +163,7 @@ func (s *State) Pause(ctx context.Context, topics []string, code, msg string) {
 		s.o.Log.V(1).Info("trial batch refused; staying paused", "code", code, "error", msg)
 	}
 	for n := s.Get().Streak; ctx.Err() == nil; n++ {
-		sleep(ctx, Probe.Delay(n))
+		startstop.Sleep(ctx, Probe.Delay(n))
 		s.o.Health.Beat() // paused, not stalled: liveness stays green
 		if s.o.Waited != nil && ctx.Err() == nil {
 			s.o.Waited(ctx)
@@ -238,14 +239,4 @@ func (s *State) Stored() {
 	s.mu.Lock()
 	s.st.Streak = 0
 	s.mu.Unlock()
-}
-
-// sleep waits for d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
-	}
 }

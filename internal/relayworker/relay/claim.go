@@ -14,6 +14,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/event"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // WakeLinger is how long a worker woken by NOTIFY waits before claiming
@@ -301,7 +302,7 @@ func (l *loop) claimFailed(ctx context.Context, err error) {
 	}
 	r.health.SetReady(false, reason)
 	r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)
-	sleep(ctx, delay) // cut short by the stop signal, which the loop head handles
+	startstop.Sleep(ctx, delay) // cut short by the stop signal, which the loop head handles
 }
 
 // claimOK records a claim that worked: readiness returns after failures.
@@ -326,19 +327,9 @@ func (l *loop) idle(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-l.r.wake:
-		sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
+		startstop.Sleep(ctx, WakeLinger) // let the announced burst finish: one claim, not one per commit
 	case <-l.r.arrived:
-		sleep(ctx, WakeLinger)
+		startstop.Sleep(ctx, WakeLinger)
 	case <-l.poll.C:
-	}
-}
-
-// sleep waits for d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

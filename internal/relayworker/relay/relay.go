@@ -200,7 +200,7 @@ func (r *Relay) workContext(ctx context.Context) (work context.Context, stop fun
 	grace := startstop.Start(work, func(work context.Context) {
 		select {
 		case <-ctx.Done():
-			sleep(work, r.cfg.ShutdownTimeout) // cut short when Run ends first
+			startstop.Sleep(work, r.cfg.ShutdownTimeout) // cut short when Run ends first
 			cancelWork()
 		case <-work.Done():
 		}

@@ -17,6 +17,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/pace"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
 // loopState is the loop's state between turns.
@@ -354,7 +355,7 @@ func (l *loopState) failed(ctx context.Context, stage string, err error) {
 	if !errors.Is(err, context.Canceled) {
 		r.log.Error(err, "relay cycle failed; backing off", "delay", delay.String(), "failures", l.failures)
 	}
-	sleep(ctx, delay)
+	startstop.Sleep(ctx, delay)
 }
 
 // ok records a turn that worked: readiness returns after failures (unless paused).
@@ -380,7 +381,7 @@ func (l *loopState) idle(ctx context.Context) {
 	select {
 	case <-ctx.Done():
 	case <-l.r.wake:
-		sleep(ctx, pace.WakeLinger)
+		startstop.Sleep(ctx, pace.WakeLinger)
 	case <-t.C:
 	}
 }

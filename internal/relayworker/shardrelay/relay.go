@@ -153,7 +153,7 @@ func (r *Relay) workContext(ctx context.Context) (work context.Context, stop fun
 	grace := startstop.Start(work, func(work context.Context) {
 		select {
 		case <-ctx.Done():
-			sleep(work, r.cfg.ShutdownTimeout) // cut short when Run ends first
+			startstop.Sleep(work, r.cfg.ShutdownTimeout) // cut short when Run ends first
 			cancelWork()
 		case <-work.Done():
 		}
@@ -199,15 +199,5 @@ func (r *Relay) wakeUp() {
 	select {
 	case r.wake <- struct{}{}:
 	default:
-	}
-}
-
-// sleep waits for d or until ctx ends, whichever comes first.
-func sleep(ctx context.Context, d time.Duration) {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-	case <-t.C:
 	}
 }

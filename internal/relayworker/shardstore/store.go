@@ -96,15 +96,3 @@ func (s *Store) newToken() (string, error) {
 
 // side names a side table of the store's outbox table, quoted.
 func side(t pgident.Table, suffix string) string { return t.WithSuffix(suffix).Qualified() }
-
-// quoteLiteral quotes a string as an SQL literal (for the sequence's name).
-func quoteLiteral(s string) string {
-	out := []byte{'\''}
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\'' {
-			out = append(out, '\'')
-		}
-		out = append(out, s[i])
-	}
-	return string(append(out, '\''))
-}

@@ -66,7 +66,9 @@ func (s *Store) Tick(ctx context.Context) (tick int64, recorded bool, err error)
 }
 
 // seqName is the sequence as an SQL literal for pg_sequence_last_value.
-func seqName(t pgident.Table) string { return quoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified()) }
+func seqName(t pgident.Table) string {
+	return pgident.QuoteLiteral(t.WithSuffix(schema.SeqSuffix).Qualified())
+}
 
 // tickLockSQL takes the tick lock ($1 its key) and reads seq_before: before the
 // snapshot of the next statement (READ COMMITTED: each statement takes its own). It
