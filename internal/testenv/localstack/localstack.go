@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -32,6 +31,7 @@ import (
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/podrunner"
+	"github.com/outbox-operator/outbox-operator/internal/testenv/freeport"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/kafkatest"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/pgtest"
 )
@@ -242,15 +242,9 @@ func (s *Stack) reportDeploymentStatus(key types.NamespacedName, healthAddrs []s
 	}
 }
 
-// FreeAddr is a loopback address with a port nothing listens on now.
-func FreeAddr() (string, error) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer l.Close()
-	return l.Addr().String(), nil
-}
+// FreeAddr is a loopback address with a port nothing listens on now, below the
+// kernel's ephemeral range (freeport).
+func FreeAddr() (string, error) { return freeport.Addr() }
 
 // RunJob plays kubelet for a Job the operator rendered: it runs the pod template's
 // first container to completion and returns its error (nil on exit code 0).

@@ -12,8 +12,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"os/user"
@@ -26,6 +24,8 @@ import (
 	"time"
 
 	_ "github.com/lib/pq" // database/sql driver "postgres"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/freeport"
 )
 
 // Options tune the private server.
@@ -313,7 +313,7 @@ func (s *Server) Restart() error {
 func (s *Server) startOnFreePort() error {
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
-		if s.Port, err = freePort(); err != nil {
+		if s.Port, err = freeport.Port(); err != nil {
 			return err
 		}
 		if err = s.start(); err == nil {
@@ -519,34 +519,6 @@ func (s *Server) logf(format string, args ...any) {
 	if s.opts.Logf != nil {
 		s.opts.Logf(format, args...)
 	}
-}
-
-// freePort picks a free loopback port below the kernel's ephemeral range, so that no
-// port the kernel hands out (client connections, ":0" listeners of other tests) can
-// take it while the server is down between Kill9 and Restart.
-func freePort() (int, error) {
-	const low = 10000
-	high := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if v, err := strconv.Atoi(f[0]); err == nil {
-				high = v
-			}
-		}
-	}
-	for i := 0; high-low > 1000 && i < 100; i++ {
-		p := low + rand.IntN(high-low)
-		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", p)); err == nil {
-			l.Close()
-			return p, nil
-		}
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return 0, fmt.Errorf("pgtest: free port: %w", err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port, nil
 }
 
 func sanitize(s string) string {

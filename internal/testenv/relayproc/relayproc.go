@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -22,6 +21,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/outbox-operator/outbox-operator/internal/testenv/freeport"
 )
 
 // Package is the import path of the relayworker command.
@@ -137,15 +138,16 @@ func Run(t testing.TB, bin string, env []string, args ...string) (int, string) {
 	return code, stderr.String()
 }
 
-// FreeAddr returns a loopback host:port that was free a moment ago.
+// FreeAddr returns a loopback host:port that was free a moment ago, below the
+// kernel's ephemeral range (freeport), so no client connection takes it before the
+// worker binds it.
 func FreeAddr(t testing.TB) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	a, err := freeport.Addr()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().String()
+	return a
 }
 
 // HTTPGet returns status code and body; code 0 when the request failed (not
