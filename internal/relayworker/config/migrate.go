@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/outbox-operator/outbox-operator/internal/contract"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // Table contracts `relayworker migrate --contract` creates (docs/contract-v2.md).
@@ -47,6 +48,11 @@ func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
 			return nil, fmt.Errorf("--shards (%s) applies to --contract %s only", contract.EnvShards, ContractV2)
 		}
 	case ContractV2:
+		if m.Shards != 0 {
+			if err := schema.ValidShards(m.Shards); err != nil {
+				return nil, fmt.Errorf("--shards (%s): %w", contract.EnvShards, err)
+			}
+		}
 	default:
 		return nil, fmt.Errorf("--contract (%s) %q must be %s or %s", contract.EnvContract, m.Contract, ContractV1, ContractV2)
 	}
