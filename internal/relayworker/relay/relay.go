@@ -10,7 +10,6 @@ package relay
 import (
 	"context"
 	"database/sql"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -93,8 +92,8 @@ type Relay struct {
 	lastPoll time.Time // last polling claim in logical-replication mode (claim loop only)
 	parked   parked    // rows to release when a pause ends (claim loop only)
 
-	brk            *brokerpause.State
-	noWorkersTable atomic.Bool
+	brk    *brokerpause.State
+	status *store.StatusReporter
 }
 
 // New builds a Relay. PrimaryProbe defaults to pg_is_in_recovery() on db.
@@ -114,6 +113,8 @@ func New(o Options, db *sql.DB, st *store.Store, pub Publisher, m *metrics.Metri
 		r.arrived = o.Feed.Arrived()
 	}
 	r.marks = &marker{store: st, m: m, log: log, maxAttempts: o.MaxAttempts}
+	r.status = &store.StatusReporter{WorkerID: o.WorkerID, Report: st.ReportWorker, Log: log,
+		Failed: func() { m.Errors.WithLabelValues("stats").Inc() }}
 	bo := brokerpause.Options{Metrics: m, Health: h, Log: log, Report: r.reportWorker}
 	bo.Prober, _ = pub.(Prober) // nil: the trial batch follows one pause wait, unprobed
 	bo.Resetter, _ = pub.(Resetter)

@@ -16,8 +16,6 @@ package shardrelay
 import (
 	"context"
 	"database/sql"
-	"errors"
-	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -74,7 +72,7 @@ type Relay struct {
 	health *health.State
 	log    logr.Logger
 	brk    *brokerpause.State
-	status store.Workers
+	status *store.StatusReporter
 
 	wake    chan struct{}
 	primary func(context.Context) (bool, error)
@@ -86,7 +84,6 @@ type Relay struct {
 	nextRebalance time.Time
 	next          int16 // the shard the next read starts with
 
-	noWorkersTable atomic.Bool
 }
 
 // New builds a Relay.
@@ -107,7 +104,9 @@ func New(o Options, db *sql.DB, st *shardstore.Store, pub Publisher, m *metrics.
 		o.PollInterval = time.Second
 	}
 	r := &Relay{cfg: o, db: db, st: st, pub: pub, m: m, health: h, log: log,
-		status: store.Workers{DB: db, Table: o.Table}, wake: make(chan struct{}, 1), renewed: map[int16]time.Time{}}
+		wake: make(chan struct{}, 1), renewed: map[int16]time.Time{}}
+	r.status = &store.StatusReporter{WorkerID: o.WorkerID, Report: store.Workers{DB: db, Table: o.Table}.Report, Log: log,
+		Failed: func() { m.Errors.WithLabelValues("stats").Inc() }}
 	bo := brokerpause.Options{Metrics: m, Health: h, Log: log, Report: r.reportWorker, Waited: r.keepLeases}
 	bo.Prober, _ = pub.(brokerpause.Prober)
 	bo.Resetter, _ = pub.(brokerpause.Resetter)
@@ -178,20 +177,8 @@ func (r *Relay) releaseAll() {
 // reportWorker writes the worker's broker state and heartbeat to the worker-status
 // table (the operator's BrokerUnavailable condition reads it). Best effort.
 func (r *Relay) reportWorker(ctx context.Context) {
-	if r.noWorkersTable.Load() {
-		return
-	}
 	st := r.brk.Get()
-	c, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	err := r.status.Report(c, r.cfg.WorkerID, st.Up, st.Code)
-	switch {
-	case errors.Is(err, store.ErrNoWorkersTable):
-		r.noWorkersTable.Store(true)
-		r.log.Info("worker-status table missing; broker state is not reported to the operator until `relayworker migrate` runs")
-	case err != nil && ctx.Err() == nil:
-		r.m.Errors.WithLabelValues("stats").Inc()
-	}
+	r.status.Beat(ctx, st.Up, st.Code)
 }
 
 // wakeUp asks the loop to read now (a NOTIFY, or the LISTEN connection is back).

@@ -8,7 +8,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync/atomic"
+	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgerr"
@@ -104,3 +107,36 @@ func releaseParkedSQL(t pgident.Table) string {
 FROM unnest($1::text[], $2::text[]) AS u(id, tok)
 WHERE t.event_id = u.id AND t.owner_token = u.tok AND t.status = 'RETRY' AND t.next_retry_at > now()`
 }
+
+// StatusReporter writes one worker's row of the worker-status table for either relay
+// loop, best effort: a failure costs only the operator's view, never the relay. A
+// missing table (a table migrated before it existed) is said once and not asked again.
+type StatusReporter struct {
+	WorkerID string
+	// Report writes the row (Store.ReportWorker, or Workers.Report).
+	Report func(ctx context.Context, workerID string, brokerUp bool, code string) error
+	Log    logr.Logger
+	// Failed counts a failed write (the relay's errors_total{stage="stats"}).
+	Failed  func()
+	missing atomic.Bool
+}
+
+// Beat writes the worker's broker state and heartbeat, within 3 s.
+func (s *StatusReporter) Beat(ctx context.Context, brokerUp bool, code string) {
+	if s.WorkerID == "" || s.missing.Load() {
+		return
+	}
+	c, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	err := s.Report(c, s.WorkerID, brokerUp, code)
+	switch {
+	case errors.Is(err, ErrNoWorkersTable):
+		s.missing.Store(true)
+		s.Log.Info("worker-status table missing; broker state is not reported to the operator until `relayworker migrate` runs")
+	case err != nil && ctx.Err() == nil:
+		s.Failed()
+	}
+}
+
+// Missing reports whether the worker-status table was found missing.
+func (s *StatusReporter) Missing() bool { return s.missing.Load() }
