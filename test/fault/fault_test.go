@@ -55,9 +55,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer broker.Close()
-	// wal_level=logical for the logical-replication tests (cdc_test.go); the others do
-	// not notice.
-	if relaytest.PG, err = pgtest.Start(pgtest.Options{Settings: pgtest.LogicalReplication}); err != nil {
+	// wal_level=logical for the logical-replication tests (cdc_test.go) and prepared
+	// transactions for the v2 producer shapes (v2txshapes_test.go); the others do not
+	// notice.
+	settings := append(append([]string{}, pgtest.LogicalReplication...), pgtest.PreparedTransactions...)
+	if relaytest.PG, err = pgtest.Start(pgtest.Options{Settings: settings}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
