@@ -107,6 +107,10 @@ func TestV2SIGSTOPPastLeaseWithHoldRowsIsFenced(t *testing.T) {
 	if retry != 10 || heldRows != 10 {
 		t.Fatalf("after A's fenced advance: %d RETRY and %d HELD hold rows, want 10 and 10 (before: %s)", retry, heldRows, holdsBefore)
 	}
+	byA := `SELECT count(*) FROM public.outbox_event_batch WHERE owner = 'v2stop-A'`
+	if n := mustCount(t, db, `SELECT count(*) FROM public.outbox_event_batch WHERE owner = 'v2stop-B'`); n == 0 || mustCount(t, db, byA) != 0 {
+		t.Fatalf("batch log rows: %d of B's, %d of A's; want B's only", n, mustCount(t, db, byA))
+	}
 
 	refusal.Stop()
 	relaytest.Eventually(t, 30*time.Second, "the hold table empty once the topic takes writes", func() bool {
@@ -119,6 +123,12 @@ func TestV2SIGSTOPPastLeaseWithHoldRowsIsFenced(t *testing.T) {
 	// published; the refused topic stored nothing.
 	if dOK.duplicates > 20 || dBad.duplicates != 0 {
 		t.Errorf("duplicates %d + %d: more than A's one batch of the working topic (20): A published under a lost lease", dOK.duplicates, dBad.duplicates)
+	}
+	// No event was committed after B's take-over, so A, which takes shards back
+	// under fresh tokens, has nothing to publish or log: a batch row of A's would be a
+	// publish under its lost leases.
+	if n := mustCount(t, db, byA); n != 0 {
+		t.Errorf("%d batch log rows of A's after its leases were lost", n)
 	}
 	checkSurvived(t, 20, a, b)
 	a.Stop(t)
