@@ -168,3 +168,25 @@ func TestV2RefusesLogicalReplication(t *testing.T) {
 		t.Fatalf("migrate --contract v3: exit %d: %s", code, out)
 	}
 }
+
+// A v2 table restored logically into another cluster (its rows carry transaction ids
+// this cluster has not reached: the snapshot cursor would skip or stall on them) is
+// refused when the relay starts, with one line naming the cause.
+func TestV2RefusesTxidsFromTheFuture(t *testing.T) {
+	dsn, db := v2Table(t, "16")
+	relaytest.Insert(t, db, relaytest.Ev{ID: "restored-1", AggID: "restored", Version: 1, Topic: "restored"})
+	// What a logical restore (pg_dump of the txid column) into a younger cluster leaves.
+	if _, err := db.Exec(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version,
+event_type, destination, message_key, payload, txid) VALUES ('restored-2', 'order', 'restored', 2, 't', 'restored', 'restored', '{}', '4000000000')`); err != nil {
+		t.Fatal(err)
+	}
+	code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn, "KAFKA_BROKERS=" + broker.AddrList()},
+		"relay", "--metrics-addr=", "--health-addr=")
+	if code == 0 || !strings.Contains(out, "txids from the future (4000000000") {
+		t.Fatalf("relay on a table with txids from the future: exit %d: %s", code, out)
+	}
+	if n := strings.Count(strings.TrimSpace(out), "\n"); n != 0 {
+		t.Fatalf("want one line, got %d: %s", n+1, out)
+	}
+	t.Logf("exit %d: %s", code, strings.TrimSpace(out))
+}
