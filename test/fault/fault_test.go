@@ -5,7 +5,9 @@
 // guarantees of docs/architecture.md ("State machine"): every committed event reaches
 // Kafka at least once, per-aggregate order holds (first occurrences in version order;
 // duplicates only repeat older versions), duplicates are counted and small, nothing is
-// left SENDING, and the workers neither exit nor retry in a hot loop.
+// left SENDING, and the workers neither exit nor retry in a hot loop. The TestV2 tests
+// do the same on a table of contract v2 (docs/contract-v2.md, "As built: fault tests"),
+// checked against the table's rows with verifyV2.
 package fault
 
 import (
