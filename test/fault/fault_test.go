@@ -5,7 +5,9 @@
 // guarantees of docs/architecture.md ("State machine"): every committed event reaches
 // Kafka at least once, per-aggregate order holds (first occurrences in version order;
 // duplicates only repeat older versions), duplicates are counted and small, nothing is
-// left SENDING, and the workers neither exit nor retry in a hot loop.
+// left SENDING, and the workers neither exit nor retry in a hot loop. The TestV2 tests
+// do the same on a table of contract v2 (docs/contract-v2.md, "As built: fault tests"),
+// checked against the table's rows with verifyV2.
 package fault
 
 import (
@@ -55,9 +57,11 @@ func testMain(m *testing.M) int {
 		return 1
 	}
 	defer broker.Close()
-	// wal_level=logical for the logical-replication tests (cdc_test.go); the others do
-	// not notice.
-	if relaytest.PG, err = pgtest.Start(pgtest.Options{Settings: pgtest.LogicalReplication}); err != nil {
+	// wal_level=logical for the logical-replication tests (cdc_test.go) and prepared
+	// transactions for the v2 producer shapes (v2txshapes_test.go); the others do not
+	// notice.
+	settings := append(append([]string{}, pgtest.LogicalReplication...), pgtest.PreparedTransactions...)
+	if relaytest.PG, err = pgtest.Start(pgtest.Options{Settings: settings}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}

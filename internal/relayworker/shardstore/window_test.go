@@ -266,3 +266,67 @@ func TestTransactionAboveTheTicksXmaxIsRead(t *testing.T) {
 	f.insert(f.db, "after", "c", 1)
 	wantRead(t, w, "after late's commit", "after", "late")
 }
+
+// A long and a prepared producer transaction, each the only writer of its shard, stay
+// open while another shard ticks on for more than IdleTicks ticks: the idle close
+// moves their shards' windows past them (their rows are invisible, so the windows are
+// empty), and their rows are still read after COMMIT and COMMIT PREPARED, through the
+// newer lo tick's xip list.
+func TestIdleCloseOverAnOpenTransactionKeepsItsRows(t *testing.T) {
+	f := newFixture(t, 4)
+	w := f.worker("w1")
+	w.rebalance()
+	shardOf := func(agg string) (s int) {
+		if err := f.db.QueryRow(`SELECT (hashtextextended('order/' || $1, 0) & 3)::int`, agg).Scan(&s); err != nil {
+			t.Fatal(err)
+		}
+		return s
+	}
+	hot := f.sameShard(1)[0]
+	var quiet []string // two aggregates of two other shards
+	for i := 0; len(quiet) < 2; i++ {
+		a := fmt.Sprintf("q%d", i)
+		if s := shardOf(a); s != shardOf(hot) && (len(quiet) == 0 || s != shardOf(quiet[0])) {
+			quiet = append(quiet, a)
+		}
+	}
+	f.insert(f.db, "h000", hot, 1)
+	wantRead(t, w, "before the transactions", "h000")
+
+	long := begin(t, f.db)
+	f.insert(long, "long", quiet[0], 1)
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, `BEGIN`); err != nil {
+		t.Fatal(err)
+	}
+	f.insert(conn, "prepared", quiet[1], 1)
+	if _, err := conn.ExecContext(ctx, `PREPARE TRANSACTION 'outbox_idle'`); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = f.db.Exec(`ROLLBACK PREPARED 'outbox_idle'`) })
+
+	var from int
+	if err := f.db.QueryRow(`SELECT max(tick) FROM ob_tick`).Scan(&from); err != nil {
+		t.Fatal(err)
+	}
+	for v := 2; v <= 2*IdleTicks+2; v++ {
+		id := fmt.Sprintf("h%03d", v)
+		f.insert(f.db, id, hot, v)
+		wantRead(t, w, "the hot shard with the transactions open", id)
+	}
+	var moved int
+	if err := f.db.QueryRow(`SELECT count(*) FROM ob_shard WHERE shard IN ($1, $2) AND lo_tick > $3`,
+		shardOf(quiet[0]), shardOf(quiet[1]), from).Scan(&moved); err != nil || moved != 2 {
+		t.Fatalf("the idle close moved %d of the two quiet shards' windows past the open transactions: %v", moved, err)
+	}
+	commit(t, long)
+	if _, err := f.db.Exec(`COMMIT PREPARED 'outbox_idle'`); err != nil {
+		t.Fatal(err)
+	}
+	wantRead(t, w, "after COMMIT and COMMIT PREPARED", "long", "prepared")
+	f.checkDelivery(w.published)
+}

@@ -45,8 +45,14 @@ type Ev struct {
 	Headers            *string
 }
 
-// Insert inserts events with plain SQL (one transaction).
-func Insert(t testing.TB, db *sql.DB, evs ...Ev) {
+// Execer is what an insert runs on: a pool (one transaction of its own), an open
+// transaction or a connection (a transaction a test prepares or holds open).
+type Execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+// Insert inserts events with plain SQL (one statement).
+func Insert(t testing.TB, db Execer, evs ...Ev) {
 	t.Helper()
 	if err := InsertErr(db, evs...); err != nil {
 		t.Fatal(err)
@@ -54,7 +60,7 @@ func Insert(t testing.TB, db *sql.DB, evs ...Ev) {
 }
 
 // InsertErr is Insert returning the error.
-func InsertErr(db *sql.DB, evs ...Ev) error {
+func InsertErr(db Execer, evs ...Ev) error {
 	if len(evs) == 0 {
 		return nil
 	}
@@ -79,7 +85,7 @@ func InsertErr(db *sql.DB, evs ...Ev) error {
 		}
 		args = append(args, e.ID, e.AggType, e.AggID, e.Version, e.Topic, e.Payload, h)
 	}
-	_, err := db.Exec(sb.String(), args...)
+	_, err := db.ExecContext(context.Background(), sb.String(), args...)
 	return err
 }
 
