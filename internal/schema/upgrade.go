@@ -144,7 +144,8 @@ func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int) error
 
 // copyChunkSQL copies the next chunk of the aside table into the hold table and moves
 // the progress row's cursor, in one statement: $1 how many v1 rows to scan. The chunk
-// is the next $1 rows by event_id after the cursor (a primary key range scan, SENT rows
+// is the next $1 rows by event_id after the cursor (a primary key range scan: the
+// cursor is a scalar subquery, a join would sort the whole table; SENT rows
 // included, so a statement's work is bounded whatever the mix); of those:
 //   - DEAD stays DEAD (attempts and last error kept: replayable);
 //   - the lowest version of an aggregate with work (PENDING, SENDING, RETRY) becomes
@@ -160,9 +161,8 @@ func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int) error
 func copyChunkSQL(t pgident.Table, n int) string {
 	aside := t.WithSuffix(AsideSuffix).Qualified()
 	ut := t.WithSuffix(UpgradeSuffix).Qualified()
-	return `WITH cur AS (SELECT last_event_id FROM ` + ut + `),
-scan AS (
-    SELECT v.* FROM ` + aside + ` v, cur WHERE v.event_id > cur.last_event_id ORDER BY v.event_id LIMIT $1
+	return `WITH scan AS (
+    SELECT v.* FROM ` + aside + ` v WHERE v.event_id > (SELECT last_event_id FROM ` + ut + `) ORDER BY v.event_id LIMIT $1
 ),
 ins AS (
     INSERT INTO ` + t.WithSuffix(HoldSuffix).Qualified() + ` (event_id, aggregate_type, aggregate_id, aggregate_version,

@@ -48,6 +48,11 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 			}
 		}
 		log.Info("outbox table migrated", "table", cfg.T.String(), "contract", cfg.Contract, "notifyTrigger", cfg.NotifyTrigger)
+		// An upgrade from v1 (docs/contract-v2.md): say where the v1 rows went.
+		if u, err := schema.UpgradeState(ctx, db, cfg.T); err == nil && u.From != "" {
+			log.Info("upgraded from contract v1", "table", cfg.T.String(), "v1Table", u.From, "state", u.State,
+				"copiedToHold", u.Copied, "dead", u.Dead)
+		}
 		return nil
 	}
 	if err := schema.Migrate(ctx, db, cfg.T, migrateOptions(cfg)); err != nil {

@@ -1,7 +1,6 @@
 -- copyChunkSQL: $1 how many v1 rows to scan; 256 shards
-WITH cur AS (SELECT last_event_id FROM "public"."outbox_event_upgrade"),
-scan AS (
-    SELECT v.* FROM "public"."outbox_event_v1" v, cur WHERE v.event_id > cur.last_event_id ORDER BY v.event_id LIMIT $1
+WITH scan AS (
+    SELECT v.* FROM "public"."outbox_event_v1" v WHERE v.event_id > (SELECT last_event_id FROM "public"."outbox_event_upgrade") ORDER BY v.event_id LIMIT $1
 ),
 ins AS (
     INSERT INTO "public"."outbox_event_hold" (event_id, aggregate_type, aggregate_id, aggregate_version,
