@@ -13,9 +13,9 @@ import (
 
 // A v1 table is upgraded to contract v2 with `relayworker migrate --contract v2` while
 // a producer keeps committing and two v1 workers relay; two v2 workers start after the
-// migrate and the v1 ones are stopped after them, as a rolling deploy would. The v1
-// workers are SIGSTOPped before the migrate, so it carries a backlog of PENDING and
-// SENDING rows over, and SIGCONTed after it. Every
+// migrate. The v1 workers are SIGSTOPped before the migrate, so it carries a backlog
+// of PENDING and SENDING rows over, and SIGCONTed after it: they stop on their own
+// with one line (a rolling deploy replaces them). Every
 // committed event reaches Kafka (lost = 0), each aggregate's versions first arrive in
 // order (duplicates allowed and counted), and the v1 DEAD rows are DEAD hold rows.
 func TestV1ToV2UpgradeUnderLoad(t *testing.T) {
@@ -78,12 +78,13 @@ VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_T
 	relaytest.Eventually(t, 30*time.Second, "300 events committed after the upgrade", func() bool {
 		return prod.committed.Load() >= before+300
 	})
+	// The v1 workers stop on their own at their next claim, with one line saying why.
+	relaytest.Eventually(t, 30*time.Second, "the v1 workers stopped", func() bool { return v1a.Exited() && v1b.Exited() })
 	for _, w := range []*worker{v1a, v1b} {
-		if err := w.Signal(syscall.SIGTERM); err != nil {
-			t.Fatal(err)
+		if last := lastLines(w.Stderr(), 1); !strings.Contains(last, "relayworker: outbox table public.outbox_event was upgraded to table contract v2 while this worker ran the v1 relay") {
+			t.Fatalf("%s's last line: %s", w.name, last)
 		}
 	}
-	relaytest.Eventually(t, 30*time.Second, "the v1 workers stopped", func() bool { return v1a.Exited() && v1b.Exited() })
 	t.Logf("a v1 worker's log after the upgrade: %s", lastLines(v1a.Stderr(), 3))
 	relaytest.Eventually(t, 30*time.Second, "300 more events committed with only v2 workers", func() bool {
 		return prod.committed.Load() >= before+600
