@@ -114,9 +114,6 @@ ON CONFLICT (one) DO UPDATE SET from_table = EXCLUDED.from_table, state = EXCLUD
 	return stmts
 }
 
-// lockNotAvailable is SQLSTATE 55P03: lock_timeout ended the wait.
-const lockNotAvailable = "55P03"
-
 // hasNotifyTriggerSQL: $1 the table, $2 the trigger's name.
 const hasNotifyTriggerSQL = `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid = to_regclass($1) AND tgname = $2)`
 
@@ -132,7 +129,7 @@ func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int) error
 	}
 	for _, stmt := range upgradeStartStatements(t, n, notify) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
-			if pgerr.Is(err, lockNotAvailable) {
+			if pgerr.Is(err, pgerr.LockNotAvailable) {
 				return fmt.Errorf("upgrade to contract v2: no ACCESS EXCLUSIVE lock on the table within %s (a transaction holds it: find it in pg_stat_activity, then run migrate again): %w",
 					UpgradeLockTimeout, err)
 			}

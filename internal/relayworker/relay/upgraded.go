@@ -10,9 +10,6 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// undefinedColumn is SQLSTATE 42703: a v1 statement on a table that is v2 now.
-const undefinedColumn = "42703"
-
 // UpgradedError says the table was upgraded to contract v2 under this v1 relay
 // (`relayworker migrate --contract v2`, docs/contract-v2.md). The worker stops: a
 // relay started again detects the contract and runs the v2 loop. Retrying would only
@@ -28,7 +25,7 @@ func (e *UpgradedError) Error() string {
 // upgraded says whether err, a failed claim, is a v1 statement on a table that
 // follows contract v2 now: only an undefined column makes it ask the table.
 func (r *Relay) upgraded(ctx context.Context, err error) bool {
-	if !pgerr.Is(err, undefinedColumn) {
+	if !pgerr.Is(err, pgerr.UndefinedColumn) {
 		return false
 	}
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
