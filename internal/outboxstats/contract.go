@@ -18,9 +18,6 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// undefinedColumn is SQLSTATE 42703: a v1 statement on a table that is v2 now.
-const undefinedColumn = "42703"
-
 type contractKey struct {
 	db    *sql.DB
 	table string
@@ -71,5 +68,5 @@ var detections atomic.Int64
 // contractChanged: the error a cached contract's statements give when the table now
 // follows another one (or is gone): a column or table they name does not exist.
 func contractChanged(err error) bool {
-	return pgerr.IsUndefinedTable(err) || pgerr.Is(err, undefinedColumn)
+	return pgerr.IsUndefinedTable(err) || pgerr.Is(err, pgerr.UndefinedColumn)
 }

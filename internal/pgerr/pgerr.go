@@ -17,6 +17,13 @@ import (
 // older schema, or spec.source.migrate false before the owner ran it).
 const UndefinedTable = "42P01"
 
+// UndefinedColumn is SQLSTATE 42703: a statement of one table contract on a table
+// that follows the other (a v1 statement on a table upgraded to v2).
+const UndefinedColumn = "42703"
+
+// LockNotAvailable is SQLSTATE 55P03: lock_timeout ended a wait for a lock.
+const LockNotAvailable = "55P03"
+
 // QueryCanceled is SQLSTATE 57014: statement_timeout (or a cancel request) stopped
 // the statement.
 const QueryCanceled = "57014"

@@ -77,8 +77,10 @@ func detectContract(ctx context.Context, q queryer, t pgident.Table) (Contract, 
 // rows. It is idempotent and safe to run from several pods at once, under the same
 // two advisory locks as Migrate (the schema's shared objects first, then the
 // table's own under a lock keyed on the table: a v1 and a v2 migrate of one table
-// serialise too). It refuses a v1 table (the upgrade is not implemented yet) and a
-// contract version it does not know. A different shard count is applied only while
+// serialise too). A v1 table is upgraded (upgrade.go: renamed aside in one short
+// transaction, its rows with work copied to the hold table in chunks after it); an
+// upgrade that was interrupted is resumed. It refuses a contract version it does not
+// know. A different shard count is applied only while
 // the table and its hold table are empty (checked under a lock that keeps producers
 // out); on a table with rows it is refused: it would move aggregates between shards.
 func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options) error {
@@ -105,7 +107,11 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	switch c.Version {
 	case ContractNone:
 	case ContractV1:
-		return fmt.Errorf("migrate %s: the table follows contract v1; upgrading it to v2 is not implemented yet", t)
+		// The upgrade's DDL includes V2Statements.
+		if err := startUpgrade(ctx, tx, t, n); err != nil {
+			return fmt.Errorf("migrate %s: %w", t, err)
+		}
+		stmts = nil
 	case ContractV2:
 		if c.Shards != n {
 			if err := reshardable(ctx, tx, t, c.Shards, n); err != nil {
@@ -124,7 +130,25 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("migrate %s: commit: %w", t, err)
 	}
-	return nil
+	return resumeUpgrade(ctx, db, t, opts)
+}
+
+// resumeUpgrade copies what an upgrade from v1 (begun now or by an earlier migrate
+// that was stopped) has not copied yet, and marks it done; a table that was never v1
+// has no upgrade to finish.
+func resumeUpgrade(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options) error {
+	u, err := upgradeState(ctx, db, t)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", t, err)
+	}
+	if !u.InProgress() {
+		return nil
+	}
+	c, err := DetectContract(ctx, db, t)
+	if err != nil {
+		return fmt.Errorf("migrate %s: %w", t, err)
+	}
+	return finishUpgrade(ctx, db, t, c.Shards, opts.upgradeChunk())
 }
 
 // reshardable locks t against inserts (SHARE ROW EXCLUSIVE conflicts with the

@@ -20,8 +20,25 @@ func TestV2StatementsMatchGoldenFiles(t *testing.T) {
 			SQL: strings.Join(reshardStatements(tb, 64), ";\n") + ";"},
 		{Name: "v2_detect", About: "DetectContract: $1 the table, $2 its contract table", SQL: detectContractSQL},
 		{Name: "v2_facts", About: "VerifyV2's catalog facts: $1 the table, $2 its sequence", SQL: v2FactsSQL(tb)},
+		{Name: "v2_upgrade_start", About: "upgradeStartStatements: the v1 table public.outbox_event to 256 shards, with its NOTIFY trigger (v2_migrate.sql's statements in the middle left out), separated by ;",
+			SQL: strings.Join(upgradeStartWithoutV2(tb), ";\n\n") + ";"},
+		{Name: "v2_upgrade_copy", About: "copyChunkSQL: $1 how many v1 rows to scan; 256 shards", SQL: copyChunkSQL(tb, DefaultShards)},
+		{Name: "v2_upgrade_finish", About: "finishUpgradeSQL", SQL: finishUpgradeSQL(tb)},
+		{Name: "v2_upgrade_state", About: "UpgradeState: $1 the upgrade table", SQL: upgradeStateSQL},
 		{Name: "v2_future", About: fmt.Sprintf("VerifyV2's txids from the future: %d shards", DefaultShards), SQL: futureSQL(tb, DefaultShards)},
 	})
+}
+
+// upgradeStartWithoutV2 is upgradeStartStatements less the V2Statements in it.
+func upgradeStartWithoutV2(tb pgident.Table) []string {
+	all := upgradeStartStatements(tb, DefaultShards, true)
+	v2 := V2Statements(tb, DefaultShards)
+	for i := range all {
+		if all[i] == v2[0] {
+			return append(append(all[:i:i], "-- V2Statements (v2_migrate.sql)"), all[i+len(v2):]...)
+		}
+	}
+	return all
 }
 
 // checkV2 refuses the first broken rule, in the order a user should fix them.

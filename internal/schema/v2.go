@@ -51,6 +51,16 @@ type V2Options struct {
 	// Shards is the fixed shard count: 0 means DefaultShards; otherwise a power of two
 	// from 1 to MaxShards.
 	Shards int
+	// UpgradeChunk is how many v1 rows one copy statement of an upgrade from v1 scans
+	// (0: DefaultUpgradeChunk).
+	UpgradeChunk int
+}
+
+func (o V2Options) upgradeChunk() int {
+	if o.UpgradeChunk <= 0 {
+		return DefaultUpgradeChunk
+	}
+	return o.UpgradeChunk
 }
 
 // shards returns the effective shard count or an error naming the bad value.

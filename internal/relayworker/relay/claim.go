@@ -158,7 +158,8 @@ func (r *Relay) unclaim(c claimed) {
 	r.marks.mark(c.token, &out)
 }
 
-// claimLoop claims, publishes and hands each batch to the mark loop until ctx ends.
+// claimLoop claims, publishes and hands each batch to the mark loop until ctx ends,
+// or until a claim finds the table upgraded to contract v2 (UpgradedError).
 // A started claim always completes (it runs under work, not ctx), so no row is left
 // SENDING by a cancelled claim.
 //
@@ -166,14 +167,14 @@ func (r *Relay) unclaim(c claimed) {
 // publish. Its rows are claimable only because they do not depend on anything in
 // flight: the claim skips newer versions of aggregates whose older version is
 // SENDING, and this batch stays SENDING until its mark commits.
-func (r *Relay) claimLoop(ctx, work context.Context) {
+func (r *Relay) claimLoop(ctx, work context.Context) error {
 	l := &loop{r: r, pace: newPacer(r.cfg.PollInterval), poll: time.NewTimer(0)}
 	defer l.poll.Stop()
 	for {
 		if ctx.Err() != nil {
 			l.dropAhead() // claimed, never published: release for other workers
 			r.log.Info("stop signal: no more claims")
-			return
+			return nil
 		}
 		r.health.Beat()
 		c := l.next(work)
@@ -181,6 +182,10 @@ func (r *Relay) claimLoop(ctx, work context.Context) {
 			continue // paused for the brokers, and resumed (or stopped)
 		}
 		if c.err != nil {
+			if r.upgraded(ctx, c.err) {
+				l.dropAhead()
+				return &UpgradedError{Table: r.cfg.Table}
+			}
 			l.claimFailed(ctx, c.err)
 			continue
 		}

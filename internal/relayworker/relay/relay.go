@@ -166,7 +166,8 @@ func (r *Relay) checkPrimary(ctx context.Context) error {
 // Run relays until ctx is cancelled (SIGTERM): then it stops claiming, lets the
 // in-flight batch finish (bounded by ShutdownTimeout and the lease), releases what it
 // did not publish and returns nil. It returns store.ErrHotStandby at once when the
-// database is a hot standby.
+// database is a hot standby, and *UpgradedError when a claim finds the table upgraded
+// to contract v2.
 //
 // The deferred steps run in reverse: the claim loop has returned, so the mark loop
 // writes the last published batch, then the background loops stop (the feed lets go
@@ -189,8 +190,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer r.marks.stop() // every published batch is marked before Run returns
 
 	r.health.SetReady(true, "")
-	r.claimLoop(ctx, work)
-	return nil
+	return r.claimLoop(ctx, work)
 }
 
 // workContext governs publishes and marks: it ends ShutdownTimeout after ctx does, so

@@ -136,6 +136,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	stopBackground := r.startBackground(ctx)
 	defer stopBackground() // a no-op after the one below
 
+	r.waitUpgrade(ctx)
 	r.health.SetReady(true, "")
 	r.loop(ctx, work)
 	// The status loop stops first: a heartbeat written after the release would count

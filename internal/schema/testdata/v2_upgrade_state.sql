@@ -1,0 +1,2 @@
+-- UpgradeState: $1 the upgrade table
+SELECT to_regclass($1) IS NOT NULL
