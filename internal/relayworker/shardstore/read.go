@@ -146,8 +146,12 @@ const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggreg
 // not in tick lo's. hi is fixed while a window is read in parts (pos = the last seq
 // published, hi_tick set), otherwise it is the newest tick. Its rows are
 //   - those with seq <= lo.seq_before whose txid was running at lo and ended by hi
-//     (by (shard, txid); "o.seq + 0" keeps the planner off (shard, seq), which would
-//     walk the shard's whole history): they sort first;
+//     (lo_ended, computed once per shard): by (shard, txid), and only when lo_ended
+//     has an id (a one-time filter: usually it has none). "o.seq + 0", also in the
+//     ORDER BY, keeps the planner off (shard, seq): the generic plan otherwise walked
+//     (shard, seq) for the order, filtering the shard's whole history on every read
+//     (measured: 0.12 ms per shard with 80 rows each, 30 ms of a 33 ms read of 256
+//     shards with a trickle, growing with the table). They sort first;
 //   - those with seq in (lo.seq_before, hi.seq_after] visible in hi and not in lo:
 //     one ordered range scan of (shard, seq).
 //
@@ -160,7 +164,8 @@ func readSQL(t pgident.Table, n int) string {
 w AS (
     SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
-           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq,
+           ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, COALESCE(fx.snap, nw.snap))) AS lo_ended
     FROM ` + side(t, schema.ShardSuffix) + ` s
     JOIN ` + tick + ` lo ON lo.tick = s.lo_tick
     LEFT JOIN ` + tick + ` fx ON fx.tick = s.hi_tick
@@ -177,9 +182,9 @@ SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggre
 FROM w CROSS JOIN LATERAL (
     (SELECT ` + eventCols + `
      FROM ` + t.Qualified() + ` o
-     WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
-     ORDER BY o.seq LIMIT $2)
+     WHERE cardinality(w.lo_ended) > 0 AND o.shard = w.shard AND o.txid = ANY (w.lo_ended)
+       AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+     ORDER BY o.seq + 0 LIMIT $2)
     UNION ALL
     (SELECT ` + eventCols + `
      FROM ` + t.Qualified() + ` o

@@ -3,7 +3,8 @@ WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER
 w AS (
     SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
-           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq,
+           ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, COALESCE(fx.snap, nw.snap))) AS lo_ended
     FROM "public"."outbox_event_shard" s
     JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
     LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = s.hi_tick
@@ -21,9 +22,9 @@ FROM w CROSS JOIN LATERAL (
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
      FROM "public"."outbox_event" o
-     WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
-     ORDER BY o.seq LIMIT $2)
+     WHERE cardinality(w.lo_ended) > 0 AND o.shard = w.shard AND o.txid = ANY (w.lo_ended)
+       AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+     ORDER BY o.seq + 0 LIMIT $2)
     UNION ALL
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
