@@ -98,16 +98,21 @@ RETURNING tick`
 // (lo, newest] has no event and whose lo_tick is below $1; only at a window boundary
 // (pos NULL). Emptiness is checked over the whole new range, so no event can be
 // skipped whoever owns the shard and whatever it is doing: a window with events is
-// left to its owner.
+// left to its owner. The rows of transactions of lo's xip list that ended by the
+// newest tick are found by one probe of (shard, txid) per such id, as in the read
+// (readSQL says why not "txid = ANY"; OFFSET 0 keeps the EXISTS a per-id probe):
+// the anti join with ANY filtered the shard's whole history and evaluated the id
+// list once per row (194 ms for 256 shards of 80 rows each).
 func closeIdleSQL(t pgident.Table) string {
 	tick := side(t, schema.TickSuffix)
 	return `WITH nw AS (SELECT tick, snap, seq_after FROM ` + tick + ` ORDER BY tick DESC LIMIT 1)
 UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lo_tick = nw.tick
 FROM nw, ` + tick + ` lo
 WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
-  AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
-                  WHERE o.shard = s.shard AND o.seq + 0 <= lo.seq_before
-                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap))))
+  AND NOT EXISTS (SELECT FROM pg_snapshot_xip(lo.snap) AS en(id)
+                  WHERE pg_visible_in_snapshot(en.id, nw.snap)
+                    AND EXISTS (SELECT FROM ` + t.Qualified() + ` o
+                                WHERE o.shard = s.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
   AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
                   WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
                     AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))`

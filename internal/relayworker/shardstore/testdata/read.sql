@@ -3,8 +3,7 @@ WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER
 w AS (
     SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
-           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq,
-           ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, COALESCE(fx.snap, nw.snap))) AS lo_ended
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
     FROM "public"."outbox_event_shard" s
     JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
     LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = s.hi_tick
@@ -19,12 +18,15 @@ SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggre
            WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
              AND h.state IN ('RETRY', 'HELD'))
 FROM w CROSS JOIN LATERAL (
-    (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+    (SELECT p.*
+     FROM pg_snapshot_xip(w.lo_snap) AS en(id)
+     CROSS JOIN LATERAL (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
-     FROM "public"."outbox_event" o
-     WHERE cardinality(w.lo_ended) > 0 AND o.shard = w.shard AND o.txid = ANY (w.lo_ended)
-       AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-     ORDER BY o.seq + 0 LIMIT $2)
+         FROM "public"."outbox_event" o
+         WHERE o.shard = w.shard AND o.txid = en.id AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+         OFFSET 0) p
+     WHERE pg_visible_in_snapshot(en.id, w.hi_snap)
+     ORDER BY p.seq LIMIT $2)
     UNION ALL
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
