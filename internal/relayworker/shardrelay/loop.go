@@ -332,6 +332,11 @@ func (r *Relay) rebalance(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if plan.Soon {
+		// Another worker will release shards at its next round: take them after a
+		// poll interval, not a lease/3 after that release.
+		r.nextRebalance = start.Add(min(r.cfg.Lease/3, r.cfg.PollInterval))
+	}
 	if n := r.leases.Len(); n != had || len(plan.Release) > 0 {
 		r.log.Info("shard leases", "held", n, "before", had, "released", len(plan.Release))
 	}
