@@ -4,8 +4,9 @@
 // batch and publish and advance it; once a read finds nothing the worker has caught
 // up: it ticks, reads again, and otherwise waits with the idle back-off (so an idle
 // worker tries about one tick per poll interval, and a tick is recorded only when
-// something committed since the last one). Broker-wide failures pause it
-// (brokerpause); database errors back it off.
+// something committed since the last one). A turn after a short batch or after
+// nothing ticks before its read. Broker-wide failures pause it (brokerpause);
+// database errors back it off.
 
 package shardrelay
 
@@ -28,6 +29,9 @@ type loopState struct {
 	lastDue    time.Time // last read of the due hold rows
 	holdsDirty bool      // an advance wrote hold rows or a settle changed some: read the due ones now
 	ticked     bool      // this turn ticked already
+	// caughtUp: the last read returned every row up to the newest tick it saw (a
+	// short batch, or nothing), so the next read finds something only after a tick.
+	caughtUp bool
 	// ahead is the read running beside this batch's publish (nil: none); aheadExcl
 	// are the shards of the batch in flight, whose rows it must not return.
 	ahead     chan readResult
@@ -120,8 +124,10 @@ func (l *loopState) turn(ctx, work context.Context) (busy bool, err error) {
 // readAndPublish reads a window batch and publishes it. When the read finds nothing
 // the worker has caught up: a tick makes what committed since the last one readable
 // (Tick records one only when needed; the idle back-off spaces the turns of an idle
-// worker), and the read runs again, also when another worker recorded the tick.
-// nil: nothing to read.
+// worker), and the read runs again, also when another worker recorded the tick. A
+// turn after a short batch (or after nothing) ticks before it reads: a read before
+// the tick would only find nothing again (one statement less per batch with a
+// trickle, and a worker woken by NOTIFY ticks at once). nil: nothing to read.
 func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error) {
 	r := l.r
 	l.ticked = false
@@ -131,9 +137,15 @@ func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error
 		if res.err == nil {
 			r.next = res.b.Next
 			if b := without(res.b, excl); len(b.Windows) > 0 {
+				l.caughtUp = !full(b, r.cfg.BatchSize)
 				l.readAhead(work, b)
 				return r.publishBatch(work, b, res.start), nil
 			}
+		}
+	}
+	if l.caughtUp {
+		if err := l.tick(work); err != nil {
+			return nil, err
 		}
 	}
 	for range 2 {
@@ -142,21 +154,36 @@ func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error
 			return nil, err
 		}
 		if len(b.Windows) > 0 {
+			l.caughtUp = !full(b, r.cfg.BatchSize)
 			l.readAhead(work, b)
 			return r.publishBatch(work, b, start), nil
 		}
+		l.caughtUp = true
 		if l.ticked {
 			return nil, nil // this turn's tick made nothing readable
 		}
-		drainWake(r.wake) // the tick below covers what a NOTIFY announced so far
-		l.ticked = true
-		if _, _, err := r.st.Tick(work); err != nil {
+		if err := l.tick(work); err != nil {
 			return nil, err
 		}
 		// Read again whether or not this tick was recorded: another worker's may have
 		// been, just before.
 	}
 	return nil, nil
+}
+
+// tick tries a tick (shardstore.Store.Tick records one only when needed).
+func (l *loopState) tick(work context.Context) error {
+	drainWake(l.r.wake) // the tick covers what a NOTIFY announced so far
+	l.ticked = true
+	_, _, err := l.r.st.Tick(work)
+	return err
+}
+
+// full says a read returned a whole batch (events and sentinel rows count towards
+// the limit), so there is probably more to read; a shorter one read every window of
+// the worker's shards to its end.
+func full(b shardstore.Batch, size int) bool {
+	return len(b.Events)+len(b.Windows) >= size
 }
 
 // drainWake drops a wake-up that came before the tick about to start: that tick
@@ -175,7 +202,7 @@ func drainWake(wake chan struct{}) {
 // paused for the brokers: the trial is one batch.
 func (l *loopState) readAhead(work context.Context, b shardstore.Batch) {
 	r := l.r
-	if len(b.Events)+len(b.Windows) < r.cfg.BatchSize || !r.brk.Up() {
+	if !full(b, r.cfg.BatchSize) || !r.brk.Up() {
 		return
 	}
 	excl := make(map[int16]bool, len(b.Windows))
@@ -304,6 +331,11 @@ func (r *Relay) rebalance(ctx context.Context) error {
 	}
 	if err != nil {
 		return err
+	}
+	if plan.Soon {
+		// Another worker will release shards at its next round: take them after a
+		// poll interval, not a lease/3 after that release.
+		r.nextRebalance = start.Add(min(r.cfg.Lease/3, r.cfg.PollInterval))
 	}
 	if n := r.leases.Len(); n != had || len(plan.Release) > 0 {
 		r.log.Info("shard leases", "held", n, "before", had, "released", len(plan.Release))

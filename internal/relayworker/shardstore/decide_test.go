@@ -50,11 +50,13 @@ func TestPlanLeases(t *testing.T) {
 		{"second of two takes half of the free", "oooo....", 2, LeasePlan{Take: 4}},
 		{"takes expired ones", "xxxxoooo", 2, LeasePlan{Take: 4}},
 		{"at its share", "mmmmoooo", 2, LeasePlan{}},
-		{"others hold the rest: nothing to take", "mmoooooo", 2, LeasePlan{}},
+		{"others hold the rest, over their share: nothing to take, look again soon", "mmoooooo", 2, LeasePlan{Soon: true}},
+		{"a worker joins: the other holds everything", "oooooooo", 2, LeasePlan{Soon: true}},
+		{"under share but the others are at theirs (8 over 3: 3, 3, 2)", "mmoooooo", 3, LeasePlan{}},
 		{"third worker joins: the first releases over ceil(8/3)=3", "mmmmmooo", 3, LeasePlan{Release: []int16{4, 3}}},
 		{"mid-window shards stay", "mmmppooo", 3, LeasePlan{Release: []int16{2, 1}}},
 		{"all mid-window: release later", "pppppooo", 3, LeasePlan{}},
-		{"under share with few free", "mm.ooooo", 2, LeasePlan{Take: 1}},
+		{"under share with few free, the other over its share", "mm.ooooo", 2, LeasePlan{Take: 1, Soon: true}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			got := PlanLeases(rows(c.rows), mine, c.live)

@@ -34,6 +34,11 @@ type LeasePlan struct {
 	Take int
 	// Release are held shards to give up: over the share, and at a window boundary.
 	Release []int16
+	// Soon: after this round the worker is still under its share while the other
+	// workers hold more than theirs (so one of them will release shards at its next
+	// round): look again soon, not a lease/3 later. Without it released shards waited
+	// up to lease/3 with no owner when a worker joined (the latency runs' 10 s tail).
+	Soon bool
 }
 
 // PlanLeases decides a worker's take and release from the shard rows, which tokens
@@ -41,7 +46,8 @@ type LeasePlan struct {
 // their lease ran out (a renewal keeps them unless someone took them). Over its share
 // it releases the highest-numbered shards that are at a window boundary (possibly
 // fewer than the excess: the rest go at a later boundary); under it, it takes up to
-// the missing number of shards that are free or expired.
+// the missing number of shards that are free or expired, and says to look again soon
+// when the others hold more than their shares (some of them will release).
 func PlanLeases(shards []ShardLease, mine func(token string) bool, live int) LeasePlan {
 	share := FairShare(len(shards), live)
 	var held []ShardLease
@@ -68,5 +74,7 @@ func PlanLeases(shards []ShardLease, mine func(token string) bool, live int) Lea
 		return p
 	}
 	p.Take = min(share-len(held), free)
+	others := len(shards) - len(held) - free
+	p.Soon = len(held)+p.Take < share && others > (max(live, 1)-1)*share
 	return p
 }

@@ -18,12 +18,15 @@ SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggre
            WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
              AND h.state IN ('RETRY', 'HELD'))
 FROM w CROSS JOIN LATERAL (
-    (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
+    (SELECT p.*
+     FROM pg_snapshot_xip(w.lo_snap) AS en(id)
+     CROSS JOIN LATERAL (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
-     FROM "public"."outbox_event" o
-     WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-       AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))
-     ORDER BY o.seq LIMIT $2)
+         FROM "public"."outbox_event" o
+         WHERE o.shard = w.shard AND o.txid = en.id AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+         OFFSET 0) p
+     WHERE pg_visible_in_snapshot(en.id, w.hi_snap)
+     ORDER BY p.seq LIMIT $2)
     UNION ALL
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at

@@ -3,9 +3,10 @@ WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER
 UPDATE "public"."outbox_event_shard" s SET lo_tick = nw.tick
 FROM nw, "public"."outbox_event_tick" lo
 WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
-  AND NOT EXISTS (SELECT FROM "public"."outbox_event" o
-                  WHERE o.shard = s.shard AND o.seq + 0 <= lo.seq_before
-                    AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(lo.snap) x WHERE pg_visible_in_snapshot(x, nw.snap))))
+  AND NOT EXISTS (SELECT FROM pg_snapshot_xip(lo.snap) AS en(id)
+                  WHERE pg_visible_in_snapshot(en.id, nw.snap)
+                    AND EXISTS (SELECT FROM "public"."outbox_event" o
+                                WHERE o.shard = s.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
   AND NOT EXISTS (SELECT FROM "public"."outbox_event" o
                   WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
                     AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))

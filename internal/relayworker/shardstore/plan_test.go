@@ -1,0 +1,128 @@
+package shardstore
+
+import (
+	"database/sql"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// The read and the tick's idle close visit only a window's rows: every scan of the
+// outbox table is bounded by a seq range or a txid, never by the shard alone (which
+// walks the shard's whole history on every read: PostgreSQL does not use
+// "txid = ANY (xid8[])" as an index condition, and the generic plan took (shard, seq)
+// for part 2's order). Checked on the plans of a table with history, every shard's
+// window starting at a tick a transaction straddled, so part 2 is planned and run.
+func TestReadAndIdleCloseProbeOnlyTheWindow(t *testing.T) {
+	f := newFixture(t, 256)
+	if _, err := f.db.Exec(`INSERT INTO ob SELECT 'pre-' || g, 'order', 'agg-' || (g % 1000), g / 1000, 'order.changed', 1, 'orders', 'k', '{}'
+FROM generate_series(1, 20000) g`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(`ANALYZE ob`); err != nil {
+		t.Fatal(err)
+	}
+	w := f.worker("w1")
+	w.rebalance()
+	w.drain(500)
+	tx := begin(t, f.db)
+	f.insert(tx, "straddle", "agg-straddle", 1)
+	if _, _, err := w.st.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// Every shard's (empty) window now starts at that tick, whose xip list holds tx:
+	// after its commit, part 2 of every shard has an id to probe.
+	if _, err := f.db.Exec(closeIdleSQL(f.tb), 1<<40); err != nil {
+		t.Fatal(err)
+	}
+	commit(t, tx)
+	f.insert(f.db, "after", "agg-after", 1)
+	if _, _, err := w.st.Tick(ctx); err != nil {
+		t.Fatal(err)
+	}
+
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	for _, q := range ReadSettings {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `PREPARE rd(text[], int, int) AS `+readSQL(f.tb, f.n)); err != nil {
+		t.Fatal(err)
+	}
+	tokens := "ARRAY['" + strings.Join(w.leases.Tokens(), "','") + "']"
+	plans := map[string]string{
+		"read":       `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE rd(` + tokens + `, 500, 0)`,
+		"idle close": `EXPLAIN (ANALYZE, COSTS OFF) ` + strings.Replace(closeIdleSQL(f.tb), "$1", "1000000", 1),
+	}
+	for name, q := range plans {
+		plan := explain(t, conn, q)
+		bounded, bad := outboxScans(plan)
+		if len(bad) > 0 || bounded < 2 {
+			t.Errorf("%s: scans of the outbox table not bounded by seq or txid: %q (bounded: %d, want part 1's and part 2's):\n%s",
+				name, bad, bounded, plan)
+		}
+	}
+	if b, err := w.st.Read(ctx, w.leases.Tokens(), 0, 500); err != nil || len(b.Events) != 2 {
+		t.Fatalf("read after the straddling commit: %d events, %v; want straddle and after", len(b.Events), err)
+	}
+}
+
+// explain returns q's plan as text.
+func explain(t *testing.T, conn *sql.Conn, q string) string {
+	t.Helper()
+	rows, err := conn.QueryContext(ctx, q)
+	if err != nil {
+		t.Fatalf("%s: %v", q, err)
+	}
+	defer rows.Close()
+	var b strings.Builder
+	for rows.Next() {
+		var l string
+		if err := rows.Scan(&l); err != nil {
+			t.Fatal(err)
+		}
+		b.WriteString(l + "\n")
+	}
+	if err := rows.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b.String()
+}
+
+var (
+	outboxScan = regexp.MustCompile(`(Seq Scan on ob |Index (Only )?Scan using ob_\w+ on ob |Bitmap Index Scan on ob_(seq|txid)_idx)`)
+	boundedBy  = regexp.MustCompile(`Index Cond: .*(txid = |seq > )`)
+)
+
+// outboxScans counts the plan's scans of the outbox table that ran (not "never
+// executed") with an index condition on a seq range or a txid, and returns the
+// others.
+func outboxScans(plan string) (bounded int, bad []string) {
+	lines := strings.Split(plan, "\n")
+	for i, l := range lines {
+		if !outboxScan.MatchString(l) || strings.Contains(l, "never executed") {
+			continue
+		}
+		cond := ""
+		for _, n := range lines[i+1:] {
+			if strings.Contains(n, "->") {
+				break
+			}
+			if strings.Contains(n, "Index Cond:") {
+				cond = n
+				break
+			}
+		}
+		if boundedBy.MatchString(cond) {
+			bounded++
+		} else {
+			bad = append(bad, strings.TrimSpace(l)+" / "+strings.TrimSpace(cond))
+		}
+	}
+	return bounded, bad
+}
