@@ -226,6 +226,10 @@ func V2Statements(t pgident.Table, n int) []string {
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_open") + ` ON ` + hold +
 			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + open,
 
+		// `relayworker replay`'s audit (the same table as v1's: the DeadLetterReplay
+		// controller reads its status from it whatever the contract).
+		ReplayAuditDDL(t),
+
 		// The live workers a fair share is computed from (shared with v1's status report).
 		WorkersDDL(t),
 

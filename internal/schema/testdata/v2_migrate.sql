@@ -83,6 +83,22 @@ CREATE INDEX IF NOT EXISTS "outbox_event_hold_due" ON "public"."outbox_event_hol
 
 CREATE INDEX IF NOT EXISTS "outbox_event_hold_open" ON "public"."outbox_event_hold" (aggregate_type, aggregate_id, aggregate_version) WHERE state IN ('RETRY', 'HELD');
 
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_replay_audit" (
+    replay_id    text        PRIMARY KEY,
+    requested_by text        NOT NULL,
+    reason       text        NOT NULL,
+    selector     jsonb       NOT NULL,
+    dry_run      boolean     NOT NULL DEFAULT false,
+    phase        text        NOT NULL,
+    matched      int         NOT NULL DEFAULT 0,
+    replayed     int         NOT NULL DEFAULT 0,
+    succeeded    int         NOT NULL DEFAULT 0,
+    dead_again   int         NOT NULL DEFAULT 0,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz NULL,
+    event_ids    jsonb       NULL
+);
+
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_workers" (
     worker_id         text        PRIMARY KEY,
     broker_up         boolean     NOT NULL DEFAULT true,
