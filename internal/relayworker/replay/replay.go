@@ -154,6 +154,15 @@ func (r *Replayer) verify(ctx context.Context) error {
 		if _, err := schema.VerifyV2(ctx, r.DB, r.Opts.Table, 0); err != nil {
 			return err
 		}
+		// A table made by an earlier v2 migrate has no audit table yet.
+		var audit bool
+		if err := r.DB.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, auditTable(r.Opts.Table)).Scan(&audit); err != nil {
+			return fmt.Errorf("check table %s: %w", r.Opts.Table, err)
+		}
+		if !audit {
+			return fmt.Errorf("outbox table %s has no replay audit table %s (run `relayworker migrate`)",
+				r.Opts.Table, r.Opts.Table.WithSuffix(schema.ReplayAuditSuffix))
+		}
 	} else if err := schema.Verify(ctx, r.DB, r.Opts.Table); err != nil {
 		return err
 	}

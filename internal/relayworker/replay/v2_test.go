@@ -236,6 +236,17 @@ func TestV2SelectorsMatchOnlyTheirDeadHoldRows(t *testing.T) {
 	deadHoldRows(t, db, schema.StatusRetry, "TOPIC_NOT_FOUND", "retry")
 	deadHoldRows(t, db, schema.StatusHeld, "TOPIC_NOT_FOUND", "held")
 	halfHourAgo := time.Now().Add(-30 * time.Minute)
+	// A table made by an earlier v2 migrate, without the audit table: one line.
+	if _, err := db.Exec(`DROP TABLE outbox_event_replay_audit`); err != nil {
+		t.Fatal(err)
+	}
+	err := replayer(t, db, func(o *Options) {}).verify(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "has no replay audit table") {
+		t.Fatalf("verify without the audit table: %v", err)
+	}
+	if err := schema.MigrateV2(context.Background(), db, relaytest.DefaultTable, schema.V2Options{Shards: v2Shards}); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name string
 		sel  Selector
