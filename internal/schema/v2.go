@@ -253,6 +253,8 @@ WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g
 ON CONFLICT (shard) DO NOTHING`,
+		// Operators' per-event status in SQL (v2_view.go).
+		StatusViewDDL(t),
 	}
 }
 
@@ -264,6 +266,8 @@ ON CONFLICT (shard) DO NOTHING`,
 func reshardStatements(t pgident.Table, n int) []string {
 	q := t.Qualified()
 	return []string{
+		// The status view reads the column; V2Statements creates it again.
+		`DROP VIEW IF EXISTS ` + t.WithSuffix(StatusViewSuffix).Qualified(),
 		`ALTER TABLE ` + q + ` DROP COLUMN shard`,
 		`ALTER TABLE ` + q + ` ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS (` + ShardExpr(n) + `) STORED`,
 		`DELETE FROM ` + t.WithSuffix(ShardSuffix).Qualified() + ` WHERE shard >= ` + strconv.Itoa(n),

@@ -134,3 +134,22 @@ WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
 ON CONFLICT (shard) DO NOTHING;
+
+CREATE OR REPLACE VIEW "public"."outbox_event_status" AS
+SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type, o.destination,
+       o.created_at, o.shard, o.seq,
+       CASE WHEN h.state IS NOT NULL THEN h.state
+            WHEN pg_visible_in_snapshot(o.txid, lo.snap)
+              OR (s.hi_tick IS NOT NULL AND o.seq <= s.pos AND pg_visible_in_snapshot(o.txid, hi.snap)) THEN 'SENT'
+            ELSE 'PENDING' END AS status,
+       COALESCE(h.attempts, 0) AS attempts, h.last_error_code, h.next_attempt_at
+FROM "public"."outbox_event" o
+JOIN "public"."outbox_event_shard" s ON s.shard = o.shard
+JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
+LEFT JOIN "public"."outbox_event_tick" hi ON hi.tick = s.hi_tick
+LEFT JOIN "public"."outbox_event_hold" h ON h.event_id = o.event_id
+UNION ALL
+SELECT h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version, h.event_type, h.destination,
+       h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
+FROM "public"."outbox_event_hold" h
+WHERE NOT EXISTS (SELECT FROM "public"."outbox_event" o WHERE o.event_id = h.event_id);
