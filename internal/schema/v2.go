@@ -130,6 +130,7 @@ func V2Statements(t pgident.Table, n int) []string {
 	tick := t.WithSuffix(TickSuffix).Qualified()
 	shard := t.WithSuffix(ShardSuffix).Qualified()
 	hold := t.WithSuffix(HoldSuffix).Qualified()
+	batch := t.WithSuffix(BatchSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
 	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
 	return []string{
@@ -183,8 +184,8 @@ func V2Statements(t pgident.Table, n int) []string {
     pos         bigint      NULL
 ) WITH (fillfactor = 50)`,
 		// owner is the worker id; shards/last_seq/hi_tick are per shard advanced,
-		// partitions/offsets per event published, in the order they were published.
-		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(BatchSuffix).Qualified() + ` (
+		// partitions/offsets/seqs per event published, in the order they were published.
+		`CREATE TABLE IF NOT EXISTS ` + batch + ` (
     batch      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     owner      text        NOT NULL,
     shards     smallint[]  NOT NULL,
@@ -192,8 +193,15 @@ func V2Statements(t pgident.Table, n int) []string {
     hi_tick    bigint[]    NOT NULL,
     partitions int[]       NOT NULL,
     offsets    bigint[]    NOT NULL,
-    at         timestamptz NOT NULL DEFAULT now()
+    at         timestamptz NOT NULL DEFAULT now(),
+    seqs       bigint[]    NULL
 )`,
+		// A batch log made before seqs existed gets the column (its old rows: NULL, not
+		// traceable to an offset). VerifyV2 refuses a table without it.
+		`ALTER TABLE ` + batch + ` ADD COLUMN IF NOT EXISTS seqs bigint[] NULL`,
+		// The trace finds an event's batch from the event's created_at on (a batch is
+		// logged after the event committed): one entry per batch, not per event.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_batch_at") + ` ON ` + batch + ` (at)`,
 		// A copy of the event (it outlives the outbox row's retention), where it sat in
 		// the table, and its failure state.
 		`CREATE TABLE IF NOT EXISTS ` + hold + ` (

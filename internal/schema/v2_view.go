@@ -30,7 +30,7 @@ func StatusViewDDL(t pgident.Table) string {
 	hold := t.WithSuffix(HoldSuffix).Qualified()
 	return `CREATE OR REPLACE VIEW ` + t.WithSuffix(StatusViewSuffix).Qualified() + ` AS
 SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type, o.destination,
-       o.created_at, o.shard, o.seq,
+       o.message_key, o.created_at, o.shard, o.seq,
        CASE WHEN h.state IS NOT NULL THEN h.state
             WHEN pg_visible_in_snapshot(o.txid, lo.snap)
               OR (s.hi_tick IS NOT NULL AND o.seq <= s.pos AND pg_visible_in_snapshot(o.txid, hi.snap)) THEN '` + StatusSent + `'
@@ -43,7 +43,7 @@ LEFT JOIN ` + t.WithSuffix(TickSuffix).Qualified() + ` hi ON hi.tick = s.hi_tick
 LEFT JOIN ` + hold + ` h ON h.event_id = o.event_id
 UNION ALL
 SELECT h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version, h.event_type, h.destination,
-       h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
+       h.message_key, h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
 FROM ` + hold + ` h
 WHERE NOT EXISTS (SELECT FROM ` + q + ` o WHERE o.event_id = h.event_id)`
 }

@@ -20,7 +20,7 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 		{Name: "tick_trim", About: "Tick, 4th statement: trim the ticks below every lo_tick", SQL: trimTicksSQL(tb)},
 		{Name: "read", About: "Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard",
 			SQL: readSQL(tb, schema.DefaultShards)},
-		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9; hold rows $10-$15", SQL: advanceSQL(tb)},
+		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9 and $16 (seqs); hold rows $10-$15", SQL: advanceSQL(tb)},
 		{Name: "due_holds", About: "DueHolds: $1 tokens, $2 how many", SQL: dueHoldsSQL(tb)},
 		{Name: "settle", About: "Settle: per row $1 event id, $2 token, $3 delete, $4 state, $5 count, $6 delay ms, $7 code, $8 message", SQL: settleSQL(tb)},
 		{Name: "heartbeat", About: "Heartbeat: $1 worker id", SQL: heartbeatSQL(tb)},

@@ -69,9 +69,11 @@ type Advance struct {
 	// Windows are the batch's windows (Batch.Windows), unchanged.
 	Windows []Window
 	// Partitions and Offsets are the published events' Kafka partitions and offsets,
-	// in publish order: the batch log's trace from an event to its message.
+	// and Seqs their seq numbers, in publish order: the batch log's trace from an
+	// event (its seq) to its message. The three have one length.
 	Partitions []int32
 	Offsets    []int64
+	Seqs       []int64
 	// Holds are the events of the batch that go to the hold table instead of being
 	// published now (PlanHolds). They are written in the statement that moves the
 	// cursor past them, and only for shards it moves.

@@ -52,8 +52,13 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_batch" (
     hi_tick    bigint[]    NOT NULL,
     partitions int[]       NOT NULL,
     offsets    bigint[]    NOT NULL,
-    at         timestamptz NOT NULL DEFAULT now()
+    at         timestamptz NOT NULL DEFAULT now(),
+    seqs       bigint[]    NULL
 );
+
+ALTER TABLE "public"."outbox_event_batch" ADD COLUMN IF NOT EXISTS seqs bigint[] NULL;
+
+CREATE INDEX IF NOT EXISTS "outbox_event_batch_at" ON "public"."outbox_event_batch" (at);
 
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_hold" (
     event_id           text        PRIMARY KEY,
@@ -137,7 +142,7 @@ ON CONFLICT (shard) DO NOTHING;
 
 CREATE OR REPLACE VIEW "public"."outbox_event_status" AS
 SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type, o.destination,
-       o.created_at, o.shard, o.seq,
+       o.message_key, o.created_at, o.shard, o.seq,
        CASE WHEN h.state IS NOT NULL THEN h.state
             WHEN pg_visible_in_snapshot(o.txid, lo.snap)
               OR (s.hi_tick IS NOT NULL AND o.seq <= s.pos AND pg_visible_in_snapshot(o.txid, hi.snap)) THEN 'SENT'
@@ -150,6 +155,6 @@ LEFT JOIN "public"."outbox_event_tick" hi ON hi.tick = s.hi_tick
 LEFT JOIN "public"."outbox_event_hold" h ON h.event_id = o.event_id
 UNION ALL
 SELECT h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version, h.event_type, h.destination,
-       h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
+       h.message_key, h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
 FROM "public"."outbox_event_hold" h
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event" o WHERE o.event_id = h.event_id);
