@@ -33,10 +33,10 @@ type v2Row struct {
 	LastErrorCode                       sql.NullString
 	NextAttemptAt                       sql.NullTime
 	// The batch log row that published it (Batch invalid: none found).
-	Batch               sql.NullInt64
-	BatchOwner          sql.NullString
-	BatchAt             sql.NullTime
-	Partition, Offset   sql.NullInt64
+	Batch             sql.NullInt64
+	BatchOwner        sql.NullString
+	BatchAt           sql.NullTime
+	Partition, Offset sql.NullInt64
 }
 
 // traceV2SQL reads the event's status view row and, for a SENT event, the first batch
