@@ -45,7 +45,9 @@ type v2Row struct {
 // producer's transaction start, on the same clock); the walk of <table>_batch_at
 // from there visits the batches logged between the event's insert and its publish
 // (a few while the relay keeps up; with a backlog, the batches of the backlog ahead
-// of it) and reads the seqs only of those that moved its shard. An event sent from
+// of it) and reads the seqs only of those that moved its shard (the CASE keeps the
+// cheap shard test first: with a plain AND the planner detoasted every batch's seqs,
+// 4.7 ms and 1,576 buffers against 0.26 ms and 79 for 500 batches). An event sent from
 // the hold table after a failure is in no batch row's seqs (the hold table's sends
 // are not logged): that walk runs to the log's end. $1 the event id.
 func traceV2SQL(t pgident.Table) string {
@@ -56,8 +58,8 @@ FROM ` + t.WithSuffix(schema.StatusViewSuffix).Qualified() + ` s
 LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + ` b
-    CROSS JOIN LATERAL (SELECT array_position(b.seqs, s.seq) AS i) p
-    WHERE s.status = '` + schema.StatusSent + `' AND b.at >= s.created_at AND s.shard = ANY (b.shards) AND p.i IS NOT NULL
+    CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) THEN array_position(b.seqs, s.seq) END AS i) p
+    WHERE s.status = '` + schema.StatusSent + `' AND b.at >= s.created_at AND p.i IS NOT NULL
     ORDER BY b.at
     LIMIT 1
 ) b ON true
