@@ -48,8 +48,9 @@ type v2Row struct {
 // of it) and reads the seqs only of those that moved its shard (the CASE keeps the
 // cheap shard test first: with a plain AND the planner detoasted every batch's seqs,
 // 4.7 ms and 1,576 buffers against 0.26 ms and 79 for 500 batches). An event sent from
-// the hold table after a failure is in no batch row's seqs (the hold table's sends
-// are not logged): that walk runs to the log's end. $1 the event id.
+// the hold table after a failure is in a batch row of no shard (shards '{}', written
+// by the settle). A SENT event in no row (published before the batch log had seqs)
+// walks to the log's end. $1 the event id.
 func traceV2SQL(t pgident.Table) string {
 	return `SELECT s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
        s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
@@ -58,7 +59,7 @@ FROM ` + t.WithSuffix(schema.StatusViewSuffix).Qualified() + ` s
 LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + ` b
-    CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) THEN array_position(b.seqs, s.seq) END AS i) p
+    CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) OR b.shards = '{}' THEN array_position(b.seqs, s.seq) END AS i) p
     WHERE s.status = '` + schema.StatusSent + `' AND b.at >= s.created_at AND p.i IS NOT NULL
     ORDER BY b.at
     LIMIT 1
@@ -131,7 +132,7 @@ func v2Broker(r *v2Row) string {
 	case r.Partition.Valid:
 		return fmt.Sprintf("partition %d, offset %d", r.Partition.Int64, r.Offset.Int64)
 	case r.Status == schema.StatusSent:
-		return "not in the batch log (sent from the hold table after a failure, or logged before the batch log recorded seqs)"
+		return "not in the batch log (published before the batch log recorded seqs)"
 	}
 	return ""
 }

@@ -35,10 +35,41 @@ func statuses(t *testing.T, db *sql.DB) string {
 	return strings.Join(out, " ")
 }
 
+// logged checks the batch log against what Kafka holds: every record (want per topic)
+// is found at its partition and offset through its event's seq, as kubectl outbox
+// trace finds it: window publishes in a row of their shard, sends from the hold table
+// in a row of no shard.
+func logged(t *testing.T, db *sql.DB, want map[string]int) {
+	t.Helper()
+	for tp, n := range want {
+		recs, err := broker.ReadAllWithin(30*time.Second, tp, n)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, rec := range recs {
+			id := header(rec, "event_id")
+			var part, off int64
+			err := db.QueryRow(`SELECT b.partitions[array_position(b.seqs, o.seq)], b.offsets[array_position(b.seqs, o.seq)]
+				FROM outbox_v2 o JOIN outbox_v2_batch b ON o.seq = ANY (b.seqs) AND (o.shard = ANY (b.shards) OR b.shards = '{}')
+				WHERE o.event_id = $1`, id).Scan(&part, &off)
+			if err != nil {
+				t.Fatalf("%s in the batch log: %v", id, err)
+			}
+			if part != int64(rec.Partition) || off != rec.Offset {
+				t.Fatalf("%s: batch log says partition %d offset %d, Kafka %d/%d", id, part, off, rec.Partition, rec.Offset)
+			}
+		}
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox_v2_batch WHERE shards = '{}'`); n < 1 {
+		t.Fatalf("no batch log row of the hold table's sends")
+	}
+}
+
 // The status view against a real relay run: PENDING before it, then SENT for what
 // Kafka stored, RETRY (tried, with its code) and HELD behind it for a refused topic,
 // DEAD for a message too large; SENT for the retried ones once the topic takes
-// writes; and PENDING for an event inserted after the worker stopped.
+// writes, each record logged at its partition and offset; and PENDING for an event
+// inserted after the worker stopped.
 func TestStatusViewFollowsARelayRun(t *testing.T) {
 	dsn, db := newTable(t)
 	bad, good := topic(t), topic(t)
@@ -64,6 +95,7 @@ func TestStatusViewFollowsARelayRun(t *testing.T) {
 	if n := broker.Count(bad); n != 2 {
 		t.Fatalf("%d records on the once refused topic, want 2", n)
 	}
+	logged(t, db, map[string]int{good: 3, bad: 2})
 	w.stop(t)
 	insert(t, db, ev{agg: "d", version: 1, topic: good})
 	if got := statuses(t, db); !strings.HasSuffix(got, "d-v1:PENDING") {

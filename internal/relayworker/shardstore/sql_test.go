@@ -22,7 +22,7 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 			SQL: readSQL(tb, schema.DefaultShards)},
 		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9 and $16 (seqs); hold rows $10-$15", SQL: advanceSQL(tb)},
 		{Name: "due_holds", About: "DueHolds: $1 tokens, $2 how many", SQL: dueHoldsSQL(tb)},
-		{Name: "settle", About: "Settle: per row $1 event id, $2 token, $3 delete, $4 state, $5 count, $6 delay ms, $7 code, $8 message", SQL: settleSQL(tb)},
+		{Name: "settle", About: "Settle: per row $1 event id, $2 token, $3 delete, $4 state, $5 count, $6 delay ms, $7 code, $8 message, $9 logged, $10 partition, $11 offset; $12 worker", SQL: settleSQL(tb)},
 		{Name: "heartbeat", About: "Heartbeat: $1 worker id", SQL: heartbeatSQL(tb)},
 		{Name: "lease_state", About: "LeaseState: $1 the lease (live = heartbeat within it)", SQL: leaseStateSQL(tb)},
 		{Name: "acquire", About: "Acquire: $1 fresh token, $2 lease, $3 how many", SQL: acquireSQL(tb)},

@@ -130,6 +130,11 @@ type Settlement struct {
 	// Delete: the event was published; the row goes (and the HELD rows behind it
 	// become due).
 	Delete bool
+	// Logged: a deleted row's Kafka Partition and Offset go to the batch log with its
+	// seq (a row of no shard), so a trace finds an event sent from the hold table.
+	Logged    bool
+	Partition int32
+	Offset    int64
 	// State is the row's new state when it stays (RETRY, DEAD or HELD).
 	State string
 	// CountAttempt adds one to attempts.

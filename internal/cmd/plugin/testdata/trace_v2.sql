@@ -6,7 +6,7 @@ FROM "public"."outbox_event_status" s
 LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM "public"."outbox_event_batch" b
-    CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) THEN array_position(b.seqs, s.seq) END AS i) p
+    CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) OR b.shards = '{}' THEN array_position(b.seqs, s.seq) END AS i) p
     WHERE s.status = 'SENT' AND b.at >= s.created_at AND p.i IS NOT NULL
     ORDER BY b.at
     LIMIT 1
