@@ -317,3 +317,23 @@ func TestV2HandBackKeepsTheRateAndResetsAttempts(t *testing.T) {
 		t.Fatalf("audit %+v", a)
 	}
 }
+
+// A v1 table upgraded to v2 (migrate --contract v2 copies its DEAD rows into the hold
+// table): the replay selects those copies, and the status view shows them DEAD
+// although their outbox rows stayed in the v1 table set aside.
+func TestV2ReplaySelectsDeadRowsOfAnUpgradedTable(t *testing.T) {
+	db, _ := setup(t) // a v1 table
+	dead(t, db, 3, "OrderPaid", "TOPIC_NOT_FOUND")
+	dead(t, db, 1, "Other", "MESSAGE_TOO_LARGE")
+	if err := schema.MigrateV2(context.Background(), db, relaytest.DefaultTable, schema.V2Options{Shards: v2Shards}); err != nil {
+		t.Fatal(err)
+	}
+	r := replayer(t, db, func(o *Options) { o.ReplayID, o.Selector.ErrorCode, o.DryRun = "v2-upgraded", "TOPIC_NOT_FOUND", true })
+	res, err := r.Run(context.Background())
+	if err != nil || res.Matched != 3 || res.Phase != PhaseSucceeded {
+		t.Fatalf("dry run on the upgraded table: %+v %v", res, err)
+	}
+	if n := count(t, db, `SELECT count(*) FROM outbox_event_status WHERE status = 'DEAD' AND attempts = 12`); n != 4 {
+		t.Fatalf("%d DEAD events with their 12 attempts in the status view, want 4", n)
+	}
+}
