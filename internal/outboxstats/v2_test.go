@@ -117,6 +117,7 @@ func (f *v2fix) batch(limit int) []shardstore.Event {
 		switch results[i].Outcome {
 		case shardstore.Sent:
 			a.Partitions, a.Offsets = append(a.Partitions, int32(e.Shard)%3), append(a.Offsets, e.Seq)
+			a.Seqs = append(a.Seqs, e.Seq)
 		case shardstore.Failed, shardstore.Unsent:
 			stopped[e.Key()] = true
 		}

@@ -182,21 +182,7 @@ func Statements(t pgident.Table, opts Options) []string {
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_archive_run_policy_idx") + ` ON ` +
 			t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (policy, started_at DESC)`,
 
-		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ReplayAuditSuffix).Qualified() + ` (
-    replay_id    text        PRIMARY KEY,
-    requested_by text        NOT NULL,
-    reason       text        NOT NULL,
-    selector     jsonb       NOT NULL,
-    dry_run      boolean     NOT NULL DEFAULT false,
-    phase        text        NOT NULL,
-    matched      int         NOT NULL DEFAULT 0,
-    replayed     int         NOT NULL DEFAULT 0,
-    succeeded    int         NOT NULL DEFAULT 0,
-    dead_again   int         NOT NULL DEFAULT 0,
-    started_at   timestamptz NOT NULL DEFAULT now(),
-    finished_at  timestamptz NULL,
-    event_ids    jsonb       NULL
-)`,
+		ReplayAuditDDL(t),
 
 		WorkersDDL(t),
 	}
@@ -239,6 +225,26 @@ func ConsumeTableDDL(schemaName string) string {
     first_received_at timestamptz NOT NULL DEFAULT now(),
     updated_at        timestamptz NOT NULL DEFAULT now(),
     PRIMARY KEY (consumer_group, event_id)
+)`
+}
+
+// ReplayAuditDDL creates the audit table of `relayworker replay` (one row per replay
+// id: who, why, the selector, the ids chosen and the counts); both contracts have it.
+func ReplayAuditDDL(t pgident.Table) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ReplayAuditSuffix).Qualified() + ` (
+    replay_id    text        PRIMARY KEY,
+    requested_by text        NOT NULL,
+    reason       text        NOT NULL,
+    selector     jsonb       NOT NULL,
+    dry_run      boolean     NOT NULL DEFAULT false,
+    phase        text        NOT NULL,
+    matched      int         NOT NULL DEFAULT 0,
+    replayed     int         NOT NULL DEFAULT 0,
+    succeeded    int         NOT NULL DEFAULT 0,
+    dead_again   int         NOT NULL DEFAULT 0,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz NULL,
+    event_ids    jsonb       NULL
 )`
 }
 

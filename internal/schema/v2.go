@@ -130,6 +130,7 @@ func V2Statements(t pgident.Table, n int) []string {
 	tick := t.WithSuffix(TickSuffix).Qualified()
 	shard := t.WithSuffix(ShardSuffix).Qualified()
 	hold := t.WithSuffix(HoldSuffix).Qualified()
+	batch := t.WithSuffix(BatchSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
 	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
 	return []string{
@@ -183,8 +184,8 @@ func V2Statements(t pgident.Table, n int) []string {
     pos         bigint      NULL
 ) WITH (fillfactor = 50)`,
 		// owner is the worker id; shards/last_seq/hi_tick are per shard advanced,
-		// partitions/offsets per event published, in the order they were published.
-		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(BatchSuffix).Qualified() + ` (
+		// partitions/offsets/seqs per event published, in the order they were published.
+		`CREATE TABLE IF NOT EXISTS ` + batch + ` (
     batch      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     owner      text        NOT NULL,
     shards     smallint[]  NOT NULL,
@@ -192,8 +193,15 @@ func V2Statements(t pgident.Table, n int) []string {
     hi_tick    bigint[]    NOT NULL,
     partitions int[]       NOT NULL,
     offsets    bigint[]    NOT NULL,
-    at         timestamptz NOT NULL DEFAULT now()
+    at         timestamptz NOT NULL DEFAULT now(),
+    seqs       bigint[]    NULL
 )`,
+		// A batch log made before seqs existed gets the column (its old rows: NULL, not
+		// traceable to an offset). VerifyV2 refuses a table without it.
+		`ALTER TABLE ` + batch + ` ADD COLUMN IF NOT EXISTS seqs bigint[] NULL`,
+		// The trace finds an event's batch from the event's created_at on (a batch is
+		// logged after the event committed): one entry per batch, not per event.
+		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_batch_at") + ` ON ` + batch + ` (at)`,
 		// A copy of the event (it outlives the outbox row's retention), where it sat in
 		// the table, and its failure state.
 		`CREATE TABLE IF NOT EXISTS ` + hold + ` (
@@ -226,6 +234,10 @@ func V2Statements(t pgident.Table, n int) []string {
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_open") + ` ON ` + hold +
 			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + open,
 
+		// `relayworker replay`'s audit (the same table as v1's: the DeadLetterReplay
+		// controller reads its status from it whatever the contract).
+		ReplayAuditDDL(t),
+
 		// The live workers a fair share is computed from (shared with v1's status report).
 		WorkersDDL(t),
 
@@ -249,6 +261,8 @@ WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g
 ON CONFLICT (shard) DO NOTHING`,
+		// Operators' per-event status in SQL (v2_view.go).
+		StatusViewDDL(t),
 	}
 }
 
@@ -260,6 +274,8 @@ ON CONFLICT (shard) DO NOTHING`,
 func reshardStatements(t pgident.Table, n int) []string {
 	q := t.Qualified()
 	return []string{
+		// The status view reads the column; V2Statements creates it again.
+		`DROP VIEW IF EXISTS ` + t.WithSuffix(StatusViewSuffix).Qualified(),
 		`ALTER TABLE ` + q + ` DROP COLUMN shard`,
 		`ALTER TABLE ` + q + ` ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS (` + ShardExpr(n) + `) STORED`,
 		`DELETE FROM ` + t.WithSuffix(ShardSuffix).Qualified() + ` WHERE shard >= ` + strconv.Itoa(n),

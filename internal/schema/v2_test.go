@@ -133,12 +133,13 @@ func TestVerifyV2Refusals(t *testing.T) {
 		{name: "txid default dropped", break_: []string{`ALTER TABLE ob ALTER COLUMN txid DROP DEFAULT`}, want: "column txid's default is none"},
 		{name: "seq default without the CASE", break_: []string{`ALTER TABLE ob ALTER COLUMN seq SET DEFAULT nextval('ob_seq')`}, want: "column seq's default is"},
 		{name: "sequence cache", break_: []string{`ALTER SEQUENCE ob_seq CACHE 20`}, want: "has CACHE 20; the contract needs CACHE 1"},
-		{name: "shard expression", break_: []string{`ALTER TABLE ob DROP COLUMN shard`,
+		{name: "shard expression", break_: []string{`DROP VIEW ob_status`, `ALTER TABLE ob DROP COLUMN shard`,
 			`ALTER TABLE ob ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS ((hashtext(aggregate_id) & 255)::smallint) STORED`},
 			want: "column shard is not the contract's generated column"},
 		{name: "txids from the future", rows: true, break_: []string{
 			`INSERT INTO ob (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, destination, message_key, payload, txid)
 VALUES ('restored', 'order', 'o-9', 1, 't', 'd', 'k', '{}', '4000000000')`}, want: "has txids from the future (4000000000"},
+		{name: "batch log of an earlier migrate", break_: []string{`ALTER TABLE ob_batch DROP COLUMN seqs`}, want: "has no seqs column (made by an earlier migrate; run `relayworker migrate`"},
 		{name: "ticks from the future", break_: []string{`UPDATE ob_tick SET snap_xmax = '4000000000'`}, want: "has ticks from the future"},
 	}
 	for _, tc := range cases {
@@ -166,6 +167,36 @@ VALUES ('restored', 'order', 'o-9', 1, 't', 'd', 'k', '{}', '4000000000')`}, wan
 				t.Fatalf("VerifyV2 = %v, want one line containing %q", err, tc.want)
 			}
 		})
+	}
+}
+
+// A table made by an earlier v2 migrate (a batch log without seqs, no status view, no
+// replay audit table) is completed by migrating again, with its rows.
+func TestMigrateV2CompletesAnEarlierTable(t *testing.T) {
+	ctx := context.Background()
+	db := open(t)
+	tb, _ := pgident.NewTable("public", "ob")
+	if err := MigrateV2(ctx, db, tb, V2Options{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range []string{`ALTER TABLE ob_batch DROP COLUMN seqs`, `DROP VIEW ob_status`, `DROP TABLE ob_replay_audit`,
+		`INSERT INTO ob_batch (owner, shards, last_seq, hi_tick, partitions, offsets) VALUES ('w', '{1}', '{5}', '{1}', '{0}', '{7}')`} {
+		if _, err := db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := MigrateV2(ctx, db, tb, V2Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := VerifyV2(ctx, db, tb, 0); err != nil {
+		t.Fatal(err)
+	}
+	var n int
+	if err := db.QueryRow(`SELECT (SELECT count(*) FROM ob_batch WHERE seqs IS NULL) + (SELECT count(*) FROM ob_status) + (SELECT count(*) FROM ob_replay_audit)`).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Fatalf("want the old batch row kept with seqs NULL, got %d rows", n)
 	}
 }
 

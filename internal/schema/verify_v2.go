@@ -27,6 +27,8 @@ type v2Facts struct {
 	SeqCache int64
 	// HasRows: the outbox table has at least one event.
 	HasRows bool
+	// BatchSeqs: the batch log has its seqs column (added after the first v2 tables).
+	BatchSeqs bool
 	// FutureTxid is the largest txid of a row at or above the server's next
 	// transaction id, FutureTick the largest tick snapshot's xmax above it; "" when
 	// none. Xmax is that next id.
@@ -53,8 +55,8 @@ func VerifyV2(ctx context.Context, db *sql.DB, t pgident.Table, shards int) (Con
 	return c, checkV2(t, f, shards)
 }
 
-// v2FactsSQL reads the column defaults, the sequence and whether the table has rows.
-// $1 the table, $2 its sequence.
+// v2FactsSQL reads the column defaults, the sequence, whether the table has rows and
+// whether the batch log has seqs. $1 the table, $2 its sequence, $3 its batch log.
 func v2FactsSQL(t pgident.Table) string {
 	expr := func(col string) string {
 		return `(SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d
@@ -67,7 +69,8 @@ func v2FactsSQL(t pgident.Table) string {
        EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'shard' AND attgenerated = 's' AND NOT attisdropped),
        COALESCE(to_regclass($2)::text, ''),
        COALESCE((SELECT seqcache FROM pg_sequence WHERE seqrelid = to_regclass($2)), 0),
-       EXISTS (SELECT FROM ` + t.Qualified() + `)`
+       EXISTS (SELECT FROM ` + t.Qualified() + `),
+       EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'seqs' AND NOT attisdropped)`
 }
 
 // futureSQL finds txids from the future: the newest txid of each shard (one probe of
@@ -86,8 +89,8 @@ SELECT COALESCE((SELECT top::text FROM (
 }
 
 func readV2Facts(ctx context.Context, db *sql.DB, t pgident.Table, f *v2Facts) error {
-	if err := db.QueryRowContext(ctx, v2FactsSQL(t), t.Qualified(), t.WithSuffix(SeqSuffix).Qualified()).
-		Scan(&f.Txid, &f.Seq, &f.Shard, &f.ShardGenerated, &f.SeqName, &f.SeqCache, &f.HasRows); err != nil {
+	if err := db.QueryRowContext(ctx, v2FactsSQL(t), t.Qualified(), t.WithSuffix(SeqSuffix).Qualified(), t.WithSuffix(BatchSuffix).Qualified()).
+		Scan(&f.Txid, &f.Seq, &f.Shard, &f.ShardGenerated, &f.SeqName, &f.SeqCache, &f.HasRows, &f.BatchSeqs); err != nil {
 		return fmt.Errorf("check table %s: %w", t, err)
 	}
 	if f.Contract.Shards < 1 || ValidShards(f.Contract.Shards) != nil {
@@ -126,6 +129,8 @@ func checkV2(t pgident.Table, f v2Facts, shards int) error {
 			t, t.WithSuffix(SeqSuffix), f.SeqCache, t.WithSuffix(SeqSuffix).Qualified())
 	case !f.ShardGenerated || !sameExpr(f.Shard, ShardExpr(c.Shards)):
 		return fmt.Errorf("outbox table %s: column shard is not the contract's generated column %s STORED (it is %q)", t, ShardExpr(c.Shards), f.Shard)
+	case !f.BatchSeqs:
+		return fmt.Errorf("outbox table %s: its batch log %s has no seqs column (made by an earlier migrate; run `relayworker migrate`, which adds it)", t, t.WithSuffix(BatchSuffix))
 	case f.FutureTxid != "":
 		return fmt.Errorf("outbox table %s has txids from the future (%s, the server's next transaction id is %s): a logically restored database cannot be relayed by transaction id; start a new table and copy the events into it",
 			t, f.FutureTxid, f.Xmax)

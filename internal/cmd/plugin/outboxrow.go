@@ -107,6 +107,12 @@ func aggregateRows(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id str
 	if err := mustExist(ctx, tx, t); err != nil {
 		return nil, err
 	}
+	if c, err := schema.DetectContractTx(ctx, tx, t); err != nil {
+		return nil, err
+	} else if c.Version == schema.ContractV2 {
+		return nil, fmt.Errorf("outbox table %s follows contract v2: trace --aggregate does not read it yet; query its view %s by aggregate_type and aggregate_id",
+			t, t.WithSuffix(schema.StatusViewSuffix))
+	}
 	rows, err := tx.QueryContext(ctx, `SELECT * FROM (SELECT `+rowColumns+` FROM `+t.Qualified()+
 		` WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY aggregate_version DESC LIMIT $3) newest
 		ORDER BY aggregate_version`, typ, id, limit)

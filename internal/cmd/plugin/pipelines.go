@@ -104,9 +104,13 @@ func tableMissing(p *outboxv1.OutboxPipeline, t pgident.Table) error {
 type location struct {
 	p      *outboxv1.OutboxPipeline
 	table  pgident.Table
-	row    *eventRow // nil: not in this pipeline
+	row    *eventRow // nil: not in this pipeline (or a v2 table)
+	v2     *v2Row    // the event in a table of contract v2 (trace_v2.go)
 	audits []auditEntry
 }
+
+// found reports whether the pipeline holds the event.
+func (l location) found() bool { return l.row != nil || l.v2 != nil }
 
 // archived reports whether the row came from <table>_archive.
 func (l location) archived() bool { return l.row != nil && l.row.ArchivedAt.Valid }
@@ -123,14 +127,21 @@ func locate(ctx context.Context, s *session, p *outboxv1.OutboxPipeline, id stri
 	defer db.Close()
 	loc := location{p: p, table: table}
 	err = db.read(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		var err error
+		c, err := schema.DetectContractTx(ctx, tx, table)
+		if err != nil {
+			return err
+		}
+		if c.Version == schema.ContractV2 {
+			loc.v2, err = findV2(ctx, tx, table, id)
+			return err
+		}
 		if loc.row, err = findEvent(ctx, tx, table, id); err != nil || loc.row != nil {
 			return err
 		}
 		loc.row, err = findArchived(ctx, tx, table, id)
 		return err
 	})
-	if err == nil && loc.row != nil {
+	if err == nil && loc.found() {
 		err = db.read(ctx, func(ctx context.Context, tx *sql.Tx) error {
 			var err error
 			loc.audits, err = replayAudits(ctx, tx, table, id)

@@ -113,7 +113,10 @@ func (c *traceCmd) traceEvent(ctx context.Context, s *session, pipes pipelineSet
 			fmt.Fprintf(c.warn, "warning: skipped %s\n", oneLine(err.Error()))
 			continue
 		}
-		if loc.row != nil {
+		if loc.v2 != nil {
+			found++
+			renderV2(c.out, loc)
+		} else if loc.row != nil {
 			found++
 			renderEvent(c.out, loc)
 		}

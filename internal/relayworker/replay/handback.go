@@ -11,10 +11,9 @@ import (
 	"github.com/lib/pq"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
-	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// handBack moves ids[from:to] back to PENDING for the relay and records `to` as the
+// handBack hands ids[from:to] back to the relay (PENDING on v1, RETRY on v2) and records `to` as the
 // replay's progress in the same transaction, so a resumed run knows exactly which rows
 // it handed back. Rows no longer DEAD (archived, or replayed by someone else) are left
 // alone.
@@ -24,7 +23,7 @@ func (r *Replayer) handBack(ctx context.Context, ids []string, from, to int) err
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
-	if _, err := tx.ExecContext(ctx, handBackSQL(r.Opts.Table), pq.Array(ids[from:to]), r.Opts.ReplayID); err != nil {
+	if _, err := tx.ExecContext(ctx, r.sql.handBack, pq.Array(ids[from:to]), r.Opts.ReplayID); err != nil {
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
 	if _, err := tx.ExecContext(ctx, progressSQL(r.Opts.Table), r.Opts.ReplayID, to); err != nil {
@@ -34,15 +33,6 @@ func (r *Replayer) handBack(ctx context.Context, ids []string, from, to int) err
 		return fmt.Errorf("hand events back to the relay: %w", err)
 	}
 	return nil
-}
-
-func handBackSQL(t pgident.Table) string {
-	return `UPDATE ` + t.Qualified() + `
-		SET status = 'PENDING', retry_count = 0, next_retry_at = now(), owner_token = NULL, lease_until = NULL,
-		    last_error_code = 'REPLAYED',
-		    last_error_message = left('replay ' || $2 || ' after ' || coalesce(last_error_code, '') || ': ' || coalesce(last_error_message, ''), 512),
-		    updated_at = now()
-		WHERE event_id = ANY($1) AND status = 'DEAD'`
 }
 
 func progressSQL(t pgident.Table) string {
@@ -71,7 +61,8 @@ func (r *Replayer) handBackAtRate(ctx context.Context, ids []string, from int) e
 
 type counts struct{ sent, dead, inflight int }
 
-// settle waits until every id is SENT or DEAD (or gone: archived after SENT).
+// settle waits until every id is SENT or DEAD (or gone: archived after SENT on v1,
+// deleted from the hold table once sent on v2).
 func (r *Replayer) settle(ctx context.Context, ids []string) (counts, error) {
 	deadline := time.Now().Add(r.Opts.SettleTimeout)
 	for {
@@ -95,17 +86,9 @@ func (r *Replayer) settle(ctx context.Context, ids []string) (counts, error) {
 
 func (r *Replayer) count(ctx context.Context, ids []string) (counts, error) {
 	var c counts
-	err := r.DB.QueryRowContext(ctx, countSQL(r.Opts.Table), pq.Array(ids)).Scan(&c.sent, &c.dead, &c.inflight)
+	err := r.DB.QueryRowContext(ctx, r.sql.count, pq.Array(ids)).Scan(&c.sent, &c.dead, &c.inflight)
 	if err != nil {
 		return c, fmt.Errorf("count replayed events: %w", err)
 	}
 	return c, nil
-}
-
-func countSQL(t pgident.Table) string {
-	return `SELECT
-		count(*) FILTER (WHERE status = 'SENT'),
-		count(*) FILTER (WHERE status = 'DEAD'),
-		count(*) FILTER (WHERE status IN ` + schema.NonTerminalIn + `)
-		FROM ` + t.Qualified() + ` WHERE event_id = ANY($1)`
 }

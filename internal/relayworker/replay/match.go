@@ -10,7 +10,6 @@ import (
 
 	"github.com/lib/pq"
 
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -56,10 +55,10 @@ func (s Selector) where(args []any) ([]string, []any) {
 }
 
 // matchSQL selects the DEAD rows sel matches, at most limit, with its arguments.
-func matchSQL(t pgident.Table, sel Selector, limit int) (string, []any) {
+func matchSQL(st statements, sel Selector, limit int) (string, []any) {
 	where, args := sel.where([]any{schema.StatusDead})
 	args = append(args, limit)
-	q := `SELECT event_id FROM ` + t.Qualified() + ` WHERE status = $1`
+	q := `SELECT event_id FROM ` + st.deadFrom + ` WHERE ` + st.stateCol + ` = $1`
 	if len(where) > 0 {
 		q += ` AND ` + strings.Join(where, " AND ")
 	}
@@ -69,7 +68,7 @@ func matchSQL(t pgident.Table, sel Selector, limit int) (string, []any) {
 
 // match selects the DEAD rows once, in per-aggregate version order.
 func (r *Replayer) match(ctx context.Context) ([]string, error) {
-	q, args := matchSQL(r.Opts.Table, r.Opts.Selector, r.Opts.MaxEvents+1)
+	q, args := matchSQL(r.sql, r.Opts.Selector, r.Opts.MaxEvents+1)
 	rows, err := r.DB.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("select DEAD events: %w", err)

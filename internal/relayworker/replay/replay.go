@@ -1,9 +1,10 @@
 // Package replay implements `relayworker replay`: a controlled, audited replay of DEAD
 // events (docs/worker-contract.md, "replay flags"; the states are docs/architecture.md,
 // "State machine"). It does not publish by itself. It hands the selected rows back to
-// the relay (DEAD -> PENDING, retry_count 0) so they go out with their ORIGINAL event
-// ids, through the same per-aggregate ordering, fencing and retry rules as any event,
-// and consumers' dedup and version guards absorb them:
+// the relay (v1: DEAD -> PENDING, retry_count 0; v2: the hold row DEAD -> RETRY,
+// attempts 0; statements.go) so they go out with their ORIGINAL event ids, through
+// the same per-aggregate ordering, fencing and retry rules as any event, and
+// consumers' dedup and version guards absorb them:
 //
 //  1. select the matching DEAD rows once (match.go) and record the set, the selector,
 //     who and why in <table>_replay_audit (audit.go; keyed by replay id: a re-run of
@@ -68,6 +69,8 @@ type Replayer struct {
 	DB   *sql.DB
 	Opts Options
 	Log  logr.Logger
+
+	sql statements // the table contract's, chosen by Run
 }
 
 // Run executes (or resumes) the replay and returns the final counts. It returns
@@ -76,7 +79,7 @@ func (r *Replayer) Run(ctx context.Context) (Result, error) {
 	if r.Opts.PollEvery == 0 {
 		r.Opts.PollEvery = 500 * time.Millisecond
 	}
-	if err := schema.Verify(ctx, r.DB, r.Opts.Table); err != nil {
+	if err := r.verify(ctx); err != nil {
 		return Result{}, err
 	}
 	ids, res, finished, err := r.begin(ctx)
@@ -138,4 +141,31 @@ func (r *Replayer) canary(ctx context.Context, log logr.Logger, ids []string, re
 	}
 	log.Info("canary passed", "sent", c.sent, "deadAgain", c.dead)
 	return canary, res, nil
+}
+
+// verify checks the table as its contract's relay does and picks the contract's
+// statements: a table the relay would refuse is refused here too, with its line.
+func (r *Replayer) verify(ctx context.Context) error {
+	c, err := schema.DetectContract(ctx, r.DB, r.Opts.Table)
+	if err != nil {
+		return err
+	}
+	if c.Version == schema.ContractV2 {
+		if _, err := schema.VerifyV2(ctx, r.DB, r.Opts.Table, 0); err != nil {
+			return err
+		}
+		// A table made by an earlier v2 migrate has no audit table yet.
+		var audit bool
+		if err := r.DB.QueryRowContext(ctx, `SELECT to_regclass($1) IS NOT NULL`, auditTable(r.Opts.Table)).Scan(&audit); err != nil {
+			return fmt.Errorf("check table %s: %w", r.Opts.Table, err)
+		}
+		if !audit {
+			return fmt.Errorf("outbox table %s has no replay audit table %s (run `relayworker migrate`)",
+				r.Opts.Table, r.Opts.Table.WithSuffix(schema.ReplayAuditSuffix))
+		}
+	} else if err := schema.Verify(ctx, r.DB, r.Opts.Table); err != nil {
+		return err
+	}
+	r.sql = statementsFor(r.Opts.Table, c.Version)
+	return nil
 }

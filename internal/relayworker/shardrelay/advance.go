@@ -77,13 +77,14 @@ func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
 	for i := range results {
 		results[i] = shardstore.Result{Outcome: shardstore.Unsent}
 	}
-	adv := shardstore.Advance{Windows: b.Windows, Partitions: []int32{}, Offsets: []int64{}}
+	adv := shardstore.Advance{Windows: b.Windows, Partitions: []int32{}, Offsets: []int64{}, Seqs: []int64{}}
 	for k, i := range bp.at {
 		v := r.decide(bp.items, &bp.s, k, bp.shutdown)
 		results[i] = result(v)
 		if v.Kind == verdict.Sent {
 			adv.Partitions = append(adv.Partitions, int32(bp.s.res[k].Partition))
 			adv.Offsets = append(adv.Offsets, bp.s.res[k].Offset)
+			adv.Seqs = append(adv.Seqs, b.Events[i].Seq)
 		}
 	}
 	adv.Holds = shardstore.PlanHolds(b.Events, results, r.cfg.MaxAttempts)

@@ -81,6 +81,9 @@ func (r *Relay) settleDue(d *duePart, down bool) error {
 		if !ok {
 			continue
 		}
+		if x.Delete {
+			x.Logged, x.Partition, x.Offset = true, int32(d.s.res[i].Partition), d.s.res[i].Offset
+		}
 		st = append(st, x)
 		counted = append(counted, countedHold{dest: d.rows[i].Destination, s: x, tried: v.Kind != verdict.Release})
 	}

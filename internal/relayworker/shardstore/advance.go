@@ -23,8 +23,8 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 	if len(a.Windows) == 0 {
 		return Advanced{}, nil
 	}
-	if len(a.Partitions) != len(a.Offsets) {
-		return Advanced{}, fmt.Errorf("advance: %d partitions but %d offsets", len(a.Partitions), len(a.Offsets))
+	if len(a.Partitions) != len(a.Offsets) || len(a.Seqs) != len(a.Offsets) {
+		return Advanced{}, fmt.Errorf("advance: %d partitions, %d offsets and %d seqs", len(a.Partitions), len(a.Offsets), len(a.Seqs))
 	}
 	n := len(a.Windows)
 	shards, tokens, last, hi, done := make([]int64, n), make([]string, n), make([]int64, n), make([]int64, n), make([]bool, n)
@@ -39,6 +39,9 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 	if a.Offsets == nil {
 		a.Offsets = []int64{} // an empty array, not NULL
 	}
+	if a.Seqs == nil {
+		a.Seqs = []int64{}
+	}
 	parts := make([]int64, len(a.Partitions))
 	for i, p := range a.Partitions {
 		parts[i] = int64(p)
@@ -48,7 +51,7 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 	err := s.db.QueryRowContext(ctx, advanceSQL(s.t), s.workerID, s.interval(),
 		pq.Array(shards), pq.Array(tokens), pq.Array(last), pq.Array(hi), pq.Array(done),
 		pq.Array(parts), pq.Array(a.Offsets),
-		pq.Array(ids), pq.Array(states), pq.Array(attempts), pq.Array(delays), pq.Array(codes), pq.Array(msgs),
+		pq.Array(ids), pq.Array(states), pq.Array(attempts), pq.Array(delays), pq.Array(codes), pq.Array(msgs), pq.Array(a.Seqs),
 	).Scan(&moved, &out.Holds, &out.Batch)
 	if err != nil {
 		return Advanced{}, fmt.Errorf("advance %s: %w", s.t, err)
@@ -60,8 +63,10 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 }
 
 // advanceSQL: $1 the worker id, $2 the lease; per window $3 shard, $4 token, $5 last
-// seq, $6 hi tick, $7 done; per published event $8 partition, $9 offset; per hold row
-// $10 event id, $11 state, $12 attempts, $13 retry delay (ms), $14 code, $15 message.
+// seq, $6 hi tick, $7 done; per published event $8 partition, $9 offset, $16 seq; per
+// hold row $10 event id, $11 state, $12 attempts, $13 retry delay (ms), $14 code, $15
+// message. The seqs (8 bytes an event before compression) map an event to its
+// partition and offset (kubectl outbox trace): the batch log's arrays are parallel.
 // A done window closes (lo_tick = hi, pos NULL); another keeps its lo and goes on
 // after pos against the fixed hi. The hold rows copy the outbox row by event id, and
 // only for a shard that moved; ON CONFLICT keeps a row that is already there (the
@@ -92,8 +97,8 @@ func advanceSQL(t pgident.Table) string {
     ON CONFLICT (event_id) DO NOTHING
     RETURNING 1
 ), log AS (
-    INSERT INTO ` + side(t, schema.BatchSuffix) + ` (owner, shards, last_seq, hi_tick, partitions, offsets)
-    SELECT $1, array_agg(shard), array_agg(last_seq), array_agg(hi_tick), $8::int[], $9::bigint[]
+    INSERT INTO ` + side(t, schema.BatchSuffix) + ` (owner, shards, last_seq, hi_tick, partitions, offsets, seqs)
+    SELECT $1, array_agg(shard), array_agg(last_seq), array_agg(hi_tick), $8::int[], $9::bigint[], $16::bigint[]
     FROM adv HAVING count(*) > 0
     RETURNING batch
 )

@@ -166,6 +166,7 @@ func (w *worker) publishAndAdvance(b Batch) (Batch, Advanced) {
 		if results[i].Outcome == Sent {
 			w.published = append(w.published, e)
 			a.Partitions, a.Offsets = append(a.Partitions, int32(e.Shard)%3), append(a.Offsets, e.Seq)
+			a.Seqs = append(a.Seqs, e.Seq)
 		}
 	}
 	a.Holds = PlanHolds(b.Events, results, 3)

@@ -74,31 +74,42 @@ func (s *Store) Settle(ctx context.Context, st []Settlement) (int, error) {
 	}
 	n := len(st)
 	ids, tokens, states, codes, msgs := make([]string, n), make([]string, n), make([]string, n), make([]string, n), make([]string, n)
-	del, count := make([]bool, n), make([]bool, n)
-	delays := make([]int64, n)
+	del, count, logged := make([]bool, n), make([]bool, n), make([]bool, n)
+	delays, parts, offsets := make([]int64, n), make([]int64, n), make([]int64, n)
 	for i, x := range st {
 		ids[i], tokens[i], states[i], codes[i], msgs[i] = x.EventID, x.Token, x.State, x.Code, x.Message
 		del[i], count[i], delays[i] = x.Delete, x.CountAttempt, x.RetryIn.Milliseconds()
+		logged[i], parts[i], offsets[i] = x.Delete && x.Logged, int64(x.Partition), x.Offset
 	}
 	var changed int
 	if err := s.db.QueryRowContext(ctx, settleSQL(s.t), pq.Array(ids), pq.Array(tokens), pq.Array(del), pq.Array(states),
-		pq.Array(count), pq.Array(delays), pq.Array(codes), pq.Array(msgs)).Scan(&changed); err != nil {
+		pq.Array(count), pq.Array(delays), pq.Array(codes), pq.Array(msgs),
+		pq.Array(logged), pq.Array(parts), pq.Array(offsets), s.workerID).Scan(&changed); err != nil {
 		return 0, fmt.Errorf("settle hold rows of %s: %w", s.t, err)
 	}
 	return changed, nil
 }
 
 // settleSQL: per row $1 event id, $2 token, $3 delete, $4 new state, $5 count an
-// attempt, $6 retry delay (ms), $7 code, $8 message.
+// attempt, $6 retry delay (ms), $7 code, $8 message, $9 log the sent row, $10 its
+// partition, $11 its offset; $12 the worker id. The sent rows it deletes and logs make
+// one batch log row of no shard (shards, last_seq and hi_tick empty: no cursor moved),
+// in seq order: a trace's only record of an event sent from the hold table.
 func settleSQL(t pgident.Table) string {
 	hold := side(t, schema.HoldSuffix)
 	sh := side(t, schema.ShardSuffix)
 	return `WITH u AS (
-    SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::bigint[], $7::text[], $8::text[])
-        AS u(event_id, token, del, state, counted, delay_ms, code, message)
+    SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::bigint[], $7::text[], $8::text[],
+                         $9::bool[], $10::int[], $11::bigint[])
+        AS u(event_id, token, del, state, counted, delay_ms, code, message, logged, kpart, koff)
 ), gone AS (
     DELETE FROM ` + hold + ` h USING u, ` + sh + ` s
     WHERE h.event_id = u.event_id AND u.del AND s.shard = h.shard AND s.owner = u.token
+    RETURNING h.seq, u.logged, u.kpart, u.koff
+), log AS (
+    INSERT INTO ` + side(t, schema.BatchSuffix) + ` (owner, shards, last_seq, hi_tick, partitions, offsets, seqs)
+    SELECT $12, '{}', '{}', '{}', array_agg(kpart ORDER BY seq), array_agg(koff ORDER BY seq), array_agg(seq ORDER BY seq)
+    FROM gone WHERE logged HAVING count(*) > 0
     RETURNING 1
 ), kept AS (
     UPDATE ` + hold + ` h

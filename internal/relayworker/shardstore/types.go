@@ -69,9 +69,11 @@ type Advance struct {
 	// Windows are the batch's windows (Batch.Windows), unchanged.
 	Windows []Window
 	// Partitions and Offsets are the published events' Kafka partitions and offsets,
-	// in publish order: the batch log's trace from an event to its message.
+	// and Seqs their seq numbers, in publish order: the batch log's trace from an
+	// event (its seq) to its message. The three have one length.
 	Partitions []int32
 	Offsets    []int64
+	Seqs       []int64
 	// Holds are the events of the batch that go to the hold table instead of being
 	// published now (PlanHolds). They are written in the statement that moves the
 	// cursor past them, and only for shards it moves.
@@ -128,6 +130,11 @@ type Settlement struct {
 	// Delete: the event was published; the row goes (and the HELD rows behind it
 	// become due).
 	Delete bool
+	// Logged: a deleted row's Kafka Partition and Offset go to the batch log with its
+	// seq (a row of no shard), so a trace finds an event sent from the hold table.
+	Logged    bool
+	Partition int32
+	Offset    int64
 	// State is the row's new state when it stays (RETRY, DEAD or HELD).
 	State string
 	// CountAttempt adds one to attempts.

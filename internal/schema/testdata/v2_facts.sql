@@ -11,4 +11,5 @@ SELECT COALESCE((SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d
        EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($1) AND attname = 'shard' AND attgenerated = 's' AND NOT attisdropped),
        COALESCE(to_regclass($2)::text, ''),
        COALESCE((SELECT seqcache FROM pg_sequence WHERE seqrelid = to_regclass($2)), 0),
-       EXISTS (SELECT FROM "public"."outbox_event")
+       EXISTS (SELECT FROM "public"."outbox_event"),
+       EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'seqs' AND NOT attisdropped)

@@ -52,8 +52,13 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_batch" (
     hi_tick    bigint[]    NOT NULL,
     partitions int[]       NOT NULL,
     offsets    bigint[]    NOT NULL,
-    at         timestamptz NOT NULL DEFAULT now()
+    at         timestamptz NOT NULL DEFAULT now(),
+    seqs       bigint[]    NULL
 );
+
+ALTER TABLE "public"."outbox_event_batch" ADD COLUMN IF NOT EXISTS seqs bigint[] NULL;
+
+CREATE INDEX IF NOT EXISTS "outbox_event_batch_at" ON "public"."outbox_event_batch" (at);
 
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_hold" (
     event_id           text        PRIMARY KEY,
@@ -82,6 +87,22 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_hold" (
 CREATE INDEX IF NOT EXISTS "outbox_event_hold_due" ON "public"."outbox_event_hold" (shard, next_attempt_at) WHERE state IN ('RETRY', 'HELD');
 
 CREATE INDEX IF NOT EXISTS "outbox_event_hold_open" ON "public"."outbox_event_hold" (aggregate_type, aggregate_id, aggregate_version) WHERE state IN ('RETRY', 'HELD');
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_replay_audit" (
+    replay_id    text        PRIMARY KEY,
+    requested_by text        NOT NULL,
+    reason       text        NOT NULL,
+    selector     jsonb       NOT NULL,
+    dry_run      boolean     NOT NULL DEFAULT false,
+    phase        text        NOT NULL,
+    matched      int         NOT NULL DEFAULT 0,
+    replayed     int         NOT NULL DEFAULT 0,
+    succeeded    int         NOT NULL DEFAULT 0,
+    dead_again   int         NOT NULL DEFAULT 0,
+    started_at   timestamptz NOT NULL DEFAULT now(),
+    finished_at  timestamptz NULL,
+    event_ids    jsonb       NULL
+);
 
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_workers" (
     worker_id         text        PRIMARY KEY,
@@ -118,3 +139,22 @@ WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
 ON CONFLICT (shard) DO NOTHING;
+
+CREATE OR REPLACE VIEW "public"."outbox_event_status" AS
+SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type, o.destination,
+       o.message_key, o.created_at, o.shard, o.seq,
+       CASE WHEN h.state IS NOT NULL THEN h.state
+            WHEN pg_visible_in_snapshot(o.txid, lo.snap)
+              OR (s.hi_tick IS NOT NULL AND o.seq <= s.pos AND pg_visible_in_snapshot(o.txid, hi.snap)) THEN 'SENT'
+            ELSE 'PENDING' END AS status,
+       COALESCE(h.attempts, 0) AS attempts, h.last_error_code, h.next_attempt_at
+FROM "public"."outbox_event" o
+JOIN "public"."outbox_event_shard" s ON s.shard = o.shard
+JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
+LEFT JOIN "public"."outbox_event_tick" hi ON hi.tick = s.hi_tick
+LEFT JOIN "public"."outbox_event_hold" h ON h.event_id = o.event_id
+UNION ALL
+SELECT h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version, h.event_type, h.destination,
+       h.message_key, h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
+FROM "public"."outbox_event_hold" h
+WHERE NOT EXISTS (SELECT FROM "public"."outbox_event" o WHERE o.event_id = h.event_id);

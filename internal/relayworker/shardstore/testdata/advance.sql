@@ -1,4 +1,4 @@
--- Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9; hold rows $10-$15
+-- Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9 and $16 (seqs); hold rows $10-$15
 WITH u AS (
     SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(shard, token, last_seq, hi_tick, done)
 ), adv AS (
@@ -24,8 +24,8 @@ WITH u AS (
     ON CONFLICT (event_id) DO NOTHING
     RETURNING 1
 ), log AS (
-    INSERT INTO "public"."outbox_event_batch" (owner, shards, last_seq, hi_tick, partitions, offsets)
-    SELECT $1, array_agg(shard), array_agg(last_seq), array_agg(hi_tick), $8::int[], $9::bigint[]
+    INSERT INTO "public"."outbox_event_batch" (owner, shards, last_seq, hi_tick, partitions, offsets, seqs)
+    SELECT $1, array_agg(shard), array_agg(last_seq), array_agg(hi_tick), $8::int[], $9::bigint[], $16::bigint[]
     FROM adv HAVING count(*) > 0
     RETURNING batch
 )
