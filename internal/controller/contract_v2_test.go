@@ -69,7 +69,9 @@ var _ = Describe("table contract v2", func() {
 		Expect(err).NotTo(HaveOccurred())
 		Expect(schema.MigrateV2(ctx, openDB(dsn), t, schema.V2Options{Shards: 16})).To(Succeed())
 		createSecret(ns, "db", map[string]string{"dsn": dsn})
-		v2 := func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Contract, p.Spec.Source.Shards = outboxv1.ContractV2, 16 }
+		v2 := func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract, p.Spec.Source.Shards = outboxv1.ContractV2, 16
+		}
 		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "two", "db", v2))).To(Succeed())
 		Eventually(getPipeline(ns, "two"), 20*time.Second).Should(HaveField("Status.TableContract", "v2"))
 		err = setContract(ns, "two", outboxv1.ContractV1)

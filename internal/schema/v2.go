@@ -122,7 +122,7 @@ func V2Statements(t pgident.Table, n int) []string {
 	hold := t.WithSuffix(HoldSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
 	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
-	return []string{
+	return append([]string{
 		// CACHE 1: a per-session cache hands numbers out of insert order.
 		`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS bigint CACHE 1`,
 		// The producers' columns of v1 (a plain INSERT of the first nine is a complete
@@ -239,7 +239,7 @@ WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 		`INSERT INTO ` + shard + ` (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g
 ON CONFLICT (shard) DO NOTHING`,
-	}
+	}, v2ArchiveStatements(t)...)
 }
 
 // reshardStatements change an empty v2 table's shard count to n: the generated column

@@ -118,3 +118,43 @@ WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
 ON CONFLICT (shard) DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_archive" (
+    event_id           text        NOT NULL,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL,
+    txid               xid8        NOT NULL,
+    seq                bigint      NOT NULL,
+    shard              smallint    NOT NULL,
+    state              text        NOT NULL CHECK (state IN ('PASSED', 'DEAD')),
+    attempts           int         NULL,
+    last_error_code    text        NULL,
+    last_error_message text        NULL,
+    archived_at        timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_archive_event_idx" ON "public"."outbox_event_archive" (event_id);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_archive_runs" (
+    run_id               bigserial   PRIMARY KEY,
+    policy               text        NOT NULL,
+    mode                 text        NOT NULL,
+    started_at           timestamptz NOT NULL,
+    finished_at          timestamptz NOT NULL DEFAULT now(),
+    sent_moved           bigint      NOT NULL DEFAULT 0,
+    dead_moved           bigint      NOT NULL DEFAULT 0,
+    consumer_log_trimmed bigint      NOT NULL DEFAULT 0,
+    error                text        NULL
+);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_archive_run_policy_idx" ON "public"."outbox_event_archive_runs" (policy, started_at DESC);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_hold_dead" ON "public"."outbox_event_hold" (updated_at) WHERE state = 'DEAD';
