@@ -24,6 +24,9 @@ func runV2(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 	if _, err := schema.VerifyV2(ctx, db, o.Table, 0); err != nil {
 		return res, err
 	}
+	if err := checkV2Archive(ctx, db, o); err != nil {
+		return res, err
+	}
 	var err error
 	if res.SentMoved, err = drainShards(ctx, func(from int) (int64, int, error) {
 		return movePassedBatch(ctx, db, o, from)
@@ -49,6 +52,25 @@ func runV2(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// checkV2Archive refuses archive mode with one line when <table>_archive is missing
+// or is not a v2 archive (a v2 table made before its migrate created the archive, or
+// a v1 archive left under the name): the first chunk would fail on it otherwise.
+func checkV2Archive(ctx context.Context, db *sql.DB, o Options) error {
+	if o.Mode == "delete" {
+		return nil
+	}
+	archive := o.Table.WithSuffix(schema.ArchiveSuffix)
+	var ok bool
+	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'shard' AND NOT attisdropped)`, archive.Qualified()).Scan(&ok); err != nil {
+		return fmt.Errorf("check %s: %w", archive, err)
+	}
+	if !ok {
+		return fmt.Errorf("archive mode needs %s with the v2 columns: run `relayworker migrate --contract v2` (it creates it), or use --mode delete", archive)
+	}
+	return nil
 }
 
 // drainShards repeats chunk, each starting at the highest shard the previous one
@@ -92,37 +114,44 @@ func execCount(ctx context.Context, db *sql.DB, query string, args ...any) (int6
 }
 
 // passedVictimsSQL selects the outbox rows one chunk removes: $1 retention in
-// seconds, $2 batch size, $3 the first shard. A row is passed when its shard's
-// cursor is beyond it: its transaction is visible in the snapshot of the shard's
-// lo_tick (every window up to lo_tick was read and advanced), or the shard's window
-// is read in parts (pos set) and the row is in that window's part already read:
-// visible in hi_tick's snapshot with seq <= pos (the window is read in seq order; a
-// row with seq <= pos still running at hi belongs to a later window and is not
-// passed). IS TRUE: a NULL (no hi tick) is not passed. Per shard only the first
-// BatchSize rows in seq order are looked at, and only the run of them that is old
-// and passed from the first on (bool_and over seq order): a chunk reads a bounded
-// range of (shard, seq), and a row not yet passed holds back the rows after it
-// until a later run (never deleting anything early).
+// seconds, $2 batch size, $3 the first shard. Per shard only the first BatchSize rows
+// in seq order are looked at, and only the run of them that is old and passed from
+// the first on (bool_and over seq order): a chunk reads a bounded range of (shard,
+// seq), and a row not yet passed (or still young) holds back the rows after it until
+// a later run, never deleting anything early. A shard whose first row does not
+// qualify costs one probe (the one-time filter), not BatchSize rows.
 func passedVictimsSQL(tbl pgident.Table) string {
 	t := tbl.Qualified()
+	tick := tbl.WithSuffix(schema.TickSuffix).Qualified()
 	return `SELECT p.event_id
     FROM (SELECT s.shard, s.pos, lo.snap AS lo_snap, hi.snap AS hi_snap
           FROM ` + tbl.WithSuffix(schema.ShardSuffix).Qualified() + ` s
-          JOIN ` + tbl.WithSuffix(schema.TickSuffix).Qualified() + ` lo ON lo.tick = s.lo_tick
-          LEFT JOIN ` + tbl.WithSuffix(schema.TickSuffix).Qualified() + ` hi ON hi.tick = s.hi_tick
+          JOIN ` + tick + ` lo ON lo.tick = s.lo_tick
+          LEFT JOIN ` + tick + ` hi ON hi.tick = s.hi_tick
           WHERE s.shard >= $3
           ORDER BY s.shard) c
     CROSS JOIN LATERAL (
         SELECT r.event_id, bool_and(r.ok) OVER (ORDER BY r.seq) AS prefix_ok
-        FROM (SELECT o.event_id, o.seq,
-                     (o.created_at < now() - make_interval(secs => $1)
-                      AND (pg_visible_in_snapshot(o.txid, c.lo_snap)
-                           OR (o.seq <= c.pos AND pg_visible_in_snapshot(o.txid, c.hi_snap)))) IS TRUE AS ok
+        FROM (SELECT o.event_id, o.seq, ` + passedExpr("o") + ` AS ok
               FROM ` + t + ` o
               WHERE o.shard = c.shard
+                AND (SELECT ` + passedExpr("f") + ` FROM ` + t + ` f WHERE f.shard = c.shard ORDER BY f.seq LIMIT 1)
               ORDER BY o.seq LIMIT $2) r) p
     WHERE p.prefix_ok
     LIMIT $2`
+}
+
+// passedExpr: row r is old enough ($1) and its shard's cursor (c) is beyond it. Its
+// transaction is visible in the snapshot of the shard's lo_tick (every window up to
+// lo_tick was read and advanced), or the shard's window is read in parts (pos set)
+// and r is in the part already read: visible in hi_tick's snapshot with seq <= pos
+// (the window is read in seq order; a row with seq <= pos that was still running at
+// hi belongs to a later window and is not passed). IS TRUE: NULL (no hi tick, no
+// pos) is not passed, and bool_and would skip a NULL.
+func passedExpr(r string) string {
+	return `(` + r + `.created_at < now() - make_interval(secs => $1)
+                      AND (pg_visible_in_snapshot(` + r + `.txid, c.lo_snap)
+                           OR (` + r + `.seq <= c.pos AND pg_visible_in_snapshot(` + r + `.txid, c.hi_snap)))) IS TRUE`
 }
 
 // movePassedSQL is movePassedBatch's statement for mode ("archive" or "delete"); it

@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -268,4 +269,21 @@ func TestV2ArchiveModeHoldAndBatchLog(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Errorf("archive %v, want %v", got, want)
 	}
+}
+
+// TestV2ArchiveModeRefusesAMissingArchive: a v2 table made before its migrate created
+// <table>_archive gets one line naming the fix, and nothing is deleted.
+func TestV2ArchiveModeRefusesAMissingArchive(t *testing.T) {
+	f := newV2(t, 1)
+	f.insert(f.db, "e1", "a", 1, old)
+	f.catchUp()
+	if _, err := f.db.Exec(`DROP TABLE ob_archive`); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Run(context.Background(), f.db, Options{Table: f.tbl, DSN: f.dsn, Mode: "archive", BatchSize: 2,
+		SentRetention: time.Hour, DeadRetention: 24 * time.Hour}, logr.Discard())
+	if err == nil || !strings.Contains(err.Error(), "run `relayworker migrate --contract v2`") {
+		t.Fatalf("err %v, want the migrate hint", err)
+	}
+	wantIDs(t, "outbox", f.left("ob"), "e1")
 }

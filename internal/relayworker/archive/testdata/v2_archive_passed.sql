@@ -8,12 +8,14 @@ WITH v AS (SELECT p.event_id
           ORDER BY s.shard) c
     CROSS JOIN LATERAL (
         SELECT r.event_id, bool_and(r.ok) OVER (ORDER BY r.seq) AS prefix_ok
-        FROM (SELECT o.event_id, o.seq,
-                     (o.created_at < now() - make_interval(secs => $1)
+        FROM (SELECT o.event_id, o.seq, (o.created_at < now() - make_interval(secs => $1)
                       AND (pg_visible_in_snapshot(o.txid, c.lo_snap)
                            OR (o.seq <= c.pos AND pg_visible_in_snapshot(o.txid, c.hi_snap)))) IS TRUE AS ok
               FROM "public"."outbox_event" o
               WHERE o.shard = c.shard
+                AND (SELECT (f.created_at < now() - make_interval(secs => $1)
+                      AND (pg_visible_in_snapshot(f.txid, c.lo_snap)
+                           OR (f.seq <= c.pos AND pg_visible_in_snapshot(f.txid, c.hi_snap)))) IS TRUE FROM "public"."outbox_event" f WHERE f.shard = c.shard ORDER BY f.seq LIMIT 1)
               ORDER BY o.seq LIMIT $2) r) p
     WHERE p.prefix_ok
     LIMIT $2),
