@@ -13,6 +13,7 @@ import (
 )
 
 // PostgresSource says where the outbox table lives.
+// +kubebuilder:validation:XValidation:rule="!(has(self.contract) && self.contract == 'v2' && has(self.mode) && self.mode == 'LogicalReplication')",message="source.contract v2 is read by shard cursors and takes no replication slot: use mode Polling"
 type PostgresSource struct {
 	// DSNSecretRef points at the Secret key holding the lib/pq connection string of the
 	// PRIMARY database (e.g. "postgres://relay:pw@db:5432/app?sslmode=require"). The DSN

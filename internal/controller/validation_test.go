@@ -88,6 +88,9 @@ var _ = Describe("CRD validation", func() {
 			"source.shards must be a power of two from 1 to 32768"),
 		Entry("shard count above 32768", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = 65536 },
 			"source.shards must be a power of two from 1 to 32768"),
+		Entry("contract v2 with a replication slot", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract, p.Spec.Source.Mode = outboxv1.ContractV2, outboxv1.SourceLogicalReplication
+		}, "source.contract v2 is read by shard cursors and takes no replication slot"),
 		Entry("negative shard count", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = -2 },
 			"source.shards must be a power of two from 1 to 32768"),
 	)
