@@ -1,7 +1,10 @@
 package controller
 
 import (
+	"bytes"
 	"context"
+	"io"
+	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -10,7 +13,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/cli"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -44,6 +49,22 @@ var _ = Describe("table contract v2", func() {
 			}
 			return d.Spec.Template.Spec.InitContainers[0].Args
 		}).Should(Equal([]string{"migrate", "--contract=v2", "--shards=64"}))
+
+		By("the rendered init container, run by the worker's own CLI, fails with the migrate's one line")
+		var d appsv1.Deployment
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "up-relay"}, &d)).To(Succeed())
+		ic := d.Spec.Template.Spec.InitContainers[0]
+		env := podEnv(ic)
+		getenv := func(k string) (string, bool) {
+			if k == contract.EnvDSN {
+				return dsn, true // the secretKeyRef the kubelet would resolve
+			}
+			return env(k)
+		}
+		var stderr bytes.Buffer
+		err := cli.Run(suiteCtx, ic.Args, getenv, io.Discard, &stderr)
+		Expect(err).To(MatchError(ContainSubstring("the table follows contract v1; upgrading it to v2 is not implemented yet")))
+		Expect(strings.Count(err.Error(), "\n")).To(BeZero())
 
 		By("the v1 table's refusal is the Ready condition")
 		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(And(
