@@ -158,7 +158,9 @@ func passedExpr(r string) string {
 // returns the rows removed and the highest shard among them.
 func movePassedSQL(tbl pgident.Table, mode string) string {
 	t := tbl.Qualified()
-	moved := `moved AS (DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id RETURNING o.*)`
+	// = ANY (ARRAY(...)): primary key probes. A join with v was planned as a hash join
+	// over a sequential scan of the whole outbox table, in every chunk.
+	moved := `moved AS (DELETE FROM ` + t + ` o WHERE o.event_id = ANY (ARRAY(SELECT event_id FROM v)) RETURNING o.*)`
 	if mode == "delete" {
 		return `WITH v AS (` + passedVictimsSQL(tbl) + `),
 ` + moved + `
@@ -198,7 +200,7 @@ SELECT ` + cols + `, '` + schema.ArchiveDead + `', attempts, last_error_code, la
 // first chunk with nothing old enough.
 func trimBatchLogSQL(tbl pgident.Table) string {
 	b := tbl.WithSuffix(schema.BatchSuffix).Qualified()
-	return `WITH v AS (
-    SELECT batch, at FROM ` + b + ` ORDER BY batch LIMIT $2)
-DELETE FROM ` + b + ` b USING v WHERE b.batch = v.batch AND v.at < now() - make_interval(secs => $1)`
+	return `DELETE FROM ` + b + ` WHERE batch = ANY (ARRAY(
+    SELECT batch FROM (SELECT batch, at FROM ` + b + ` ORDER BY batch LIMIT $2) v
+    WHERE v.at < now() - make_interval(secs => $1)))`
 }

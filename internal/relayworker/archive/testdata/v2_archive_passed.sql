@@ -19,7 +19,7 @@ WITH v AS (SELECT p.event_id
               ORDER BY o.seq LIMIT $2) r) p
     WHERE p.prefix_ok
     LIMIT $2),
-moved AS (DELETE FROM "public"."outbox_event" o USING v WHERE o.event_id = v.event_id RETURNING o.*),
+moved AS (DELETE FROM "public"."outbox_event" o WHERE o.event_id = ANY (ARRAY(SELECT event_id FROM v)) RETURNING o.*),
 archived AS (INSERT INTO "public"."outbox_event_archive" (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload, headers, created_at, txid, seq, shard, state)
     SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload, headers, created_at, txid, seq, shard, 'PASSED' FROM moved)
 SELECT count(*), max(shard) FROM moved

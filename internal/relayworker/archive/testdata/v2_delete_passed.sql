@@ -19,5 +19,5 @@ WITH v AS (SELECT p.event_id
               ORDER BY o.seq LIMIT $2) r) p
     WHERE p.prefix_ok
     LIMIT $2),
-moved AS (DELETE FROM "public"."outbox_event" o USING v WHERE o.event_id = v.event_id RETURNING o.*)
+moved AS (DELETE FROM "public"."outbox_event" o WHERE o.event_id = ANY (ARRAY(SELECT event_id FROM v)) RETURNING o.*)
 SELECT count(*), max(shard) FROM moved
