@@ -43,6 +43,8 @@ const (
 	DefaultDeadRetention            = contract.DefaultDeadRetention
 	DefaultRetentionBatchSize int32 = contract.DefaultArchiveBatchSize
 	DefaultSourceMode               = SourcePolling
+	DefaultContract                 = ContractV1
+	DefaultShards             int32 = contract.DefaultShards
 	DefaultMaxSlotLag               = "1Gi"
 	DefaultCDCHandoverAfter         = contract.DefaultHandoverAfter
 	DefaultMessageFormat            = MessageNative
@@ -72,6 +74,12 @@ func (p *OutboxPipeline) WithDefaults() *OutboxPipeline {
 	}
 	if s.Source.Mode == "" {
 		s.Source.Mode = DefaultSourceMode
+	}
+	if s.Source.Contract == "" {
+		s.Source.Contract = DefaultContract
+	}
+	if s.Source.Shards == 0 {
+		s.Source.Shards = DefaultShards
 	}
 	if s.Source.MaxSlotLag == nil {
 		q := resource.MustParse(DefaultMaxSlotLag)

@@ -13,6 +13,7 @@ import (
 )
 
 // PostgresSource says where the outbox table lives.
+// +kubebuilder:validation:XValidation:rule="!(has(self.contract) && self.contract == 'v2' && has(self.mode) && self.mode == 'LogicalReplication')",message="source.contract v2 is read by shard cursors and takes no replication slot: use mode Polling"
 type PostgresSource struct {
 	// DSNSecretRef points at the Secret key holding the lib/pq connection string of the
 	// PRIMARY database (e.g. "postgres://relay:pw@db:5432/app?sslmode=require"). The DSN
@@ -46,6 +47,30 @@ type PostgresSource struct {
 	// +kubebuilder:default=false
 	// +optional
 	Migrate bool `json:"migrate,omitempty"`
+
+	// Contract is the outbox table's contract (docs/contract-v2.md). v1: the table
+	// with status and lease columns that the relay updates per event. v2: an
+	// insert-only table read through shard cursors (the relay writes nothing per event;
+	// failures live in <table>_hold). With migrate: true the init container runs
+	// `relayworker migrate --contract v2 --shards N`, which creates a v2 table; it
+	// refuses an existing v1 table with one line (the upgrade of a v1 table is not
+	// built yet), the init container fails with that line and the pipeline is not
+	// Ready (reason ContractMismatch). Once the table is v2 (status.tableContract), the
+	// pipeline cannot go back to v1; while the table is still v1 it can.
+	// +kubebuilder:validation:Enum=v1;v2
+	// +kubebuilder:default=v1
+	// +optional
+	Contract TableContract `json:"contract,omitempty"`
+
+	// Shards is a v2 table's fixed number of shards (aggregates hash to shards; a
+	// shard has one worker at a time, so it bounds the workers that share the table): a
+	// power of two from 1 to 32768. The migrate applies a change only while the table
+	// and its hold table are empty; on a table with rows it refuses with one line
+	// (the init container fails). Ignored for contract v1.
+	// +kubebuilder:default=256
+	// +kubebuilder:validation:XValidation:rule="self in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]",message="source.shards must be a power of two from 1 to 32768"
+	// +optional
+	Shards int32 `json:"shards,omitempty"`
 
 	// Mode is how the relay learns of new events. Polling claims them from the table
 	// every pollInterval (or at once after a NOTIFY). LogicalReplication streams the
@@ -121,6 +146,18 @@ type SlotReplacement struct {
 	// Message says what happened and what to check.
 	Message string `json:"message"`
 }
+
+// TableContract is the outbox table's contract.
+type TableContract string
+
+// Table contracts.
+const (
+	ContractV1 TableContract = "v1"
+	ContractV2 TableContract = "v2"
+)
+
+// V2 reports whether the pipeline's table follows contract v2.
+func (s *PostgresSource) V2() bool { return s.Contract == ContractV2 }
 
 // SourceMode is how the relay learns of new events.
 type SourceMode string
@@ -437,6 +474,12 @@ type OutboxPipelineStatus struct {
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// TableContract is the contract the outbox table follows as last read (v1 or v2;
+	// empty before the table was read). While it is v1, spec.source.contract may go
+	// back from v2 to v1 (the table was never upgraded); once it is v2 it may not.
+	// +optional
+	TableContract string `json:"tableContract,omitempty"`
+
 	// Replicas is the desired number of relay workers.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -538,6 +581,7 @@ type OutboxPipelineStatus struct {
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters (child object names and labels derive from it)"
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.matches('^[a-z]([-a-z0-9]*[a-z0-9])?$')",message="metadata.name must start with a letter and contain only lower-case letters, digits and '-' (it names a Service)"
+// +kubebuilder:validation:XValidation:rule="!has(oldSelf.spec.source.contract) || oldSelf.spec.source.contract != 'v2' || (has(self.spec.source.contract) && self.spec.source.contract == 'v2') || (has(oldSelf.status) && has(oldSelf.status.tableContract) && oldSelf.status.tableContract == 'v1')",message="spec.source.contract cannot go back from v2 to v1 unless status.tableContract shows the table is still v1: a v2 table is never turned back into a v1 table"
 type OutboxPipeline struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`

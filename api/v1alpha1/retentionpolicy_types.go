@@ -18,7 +18,10 @@ const (
 
 // RetentionPolicySpec says which terminal rows are removed from the hot table, and when.
 // Only terminal rows (SENT, DEAD, finished consumer-log rows) older than the windows are
-// touched; PENDING, SENDING and RETRY rows never are, whatever their age.
+// touched; PENDING, SENDING and RETRY rows never are, whatever their age. On a table of
+// contract v2: outbox rows older than sentRetention that their shard's cursor has
+// passed, DEAD hold rows older than deadRetention, and batch log rows older than
+// sentRetention; RETRY and HELD hold rows never (docs/contract-v2.md).
 // +kubebuilder:validation:XValidation:rule="!has(self.sentRetention) || duration(self.sentRetention) >= duration('1h')",message="sentRetention must be at least 1h (consumers and replays rely on recent history)"
 // +kubebuilder:validation:XValidation:rule="!has(self.deadRetention) || duration(self.deadRetention) >= duration('24h')",message="deadRetention must be at least 24h (dead events need a human before they go)"
 // +kubebuilder:validation:XValidation:rule="!has(self.consumerLogRetention) || duration(self.consumerLogRetention) >= duration('1h')",message="consumerLogRetention must be at least 1h (it is the consumers' dedup window)"

@@ -133,6 +133,16 @@ const (
 	DefaultArchiveMode       = "archive"
 )
 
+// Flags of `relayworker migrate` the operator's migrate init container passes for a
+// v2 pipeline, and the shard count a v2 table gets by default (also the CRD's
+// default of spec.source.shards; internal/schema.DefaultShards is the same number).
+const (
+	CommandMigrate = "migrate"
+	FlagContract   = "contract"
+	FlagShards     = "shards"
+	DefaultShards  = 256
+)
+
 // Arg renders --flag=value: a value starting with '-' is never read as a flag.
 func Arg(flag, value string) string { return "--" + flag + "=" + value }
 

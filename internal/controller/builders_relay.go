@@ -235,8 +235,24 @@ func relayContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container {
 // migrateContainer runs `relayworker migrate` before the relay (spec.source.migrate).
 // It talks to the database only, so it mounts /tmp alone, not the Kafka CA.
 func migrateContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container {
-	c := wp.container("migrate", []string{"migrate"}, sourceEnv(p))
+	c := wp.container("migrate", migrateArgs(p.Spec.Source), sourceEnv(p))
 	_, tmp := tmpVolume()
 	c.VolumeMounts = []corev1.VolumeMount{tmp}
 	return c
+}
+
+// migrateArgs are the migrate command's arguments: a v2 pipeline names the contract
+// and its shard count (the migrate creates a v2 table, or refuses a v1 table and a
+// shard count change on a table with rows, with one line the init container exits
+// with). v1 passes neither, so a v1 pipeline's pod template stays as it was.
+func migrateArgs(s outboxv1.PostgresSource) []string {
+	if !s.V2() {
+		return []string{contract.CommandMigrate}
+	}
+	shards := s.Shards
+	if shards == 0 {
+		shards = outboxv1.DefaultShards
+	}
+	return []string{contract.CommandMigrate, contract.Arg(contract.FlagContract, string(outboxv1.ContractV2)),
+		contract.Arg(contract.FlagShards, strconv.Itoa(int(shards)))}
 }

@@ -32,6 +32,8 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 			"relay.logLevel":          contract.DefaultLogLevel,
 			"source.schema":           contract.DefaultSchema,
 			"source.table":            contract.DefaultTable,
+			"source.contract":         "v1",
+			"source.shards":           fmt.Sprint(contract.DefaultShards),
 		}},
 		{"outbox.dev_deadletterreplays.yaml", map[string]string{
 			"rate":              fmt.Sprint(contract.DefaultReplayRate),

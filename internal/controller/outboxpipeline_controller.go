@@ -28,6 +28,7 @@ import (
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/outboxstats"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // DefaultMaxConcurrentReconciles is how many OutboxPipelines are reconciled at the same
@@ -137,6 +138,9 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	view := r.observeDatabase(ctx, p, table, string(secrets.Data[p.Spec.Source.DSNSecretRef]))
 	if view.problem != nil && stopped(ctx) {
 		return ctrl.Result{}, ctx.Err() // a cancelled read is no DatabaseUnreachable
+	}
+	if view.stats.Contract.Version != schema.ContractNone {
+		st.TableContract = fmt.Sprintf("v%d", view.stats.Contract.Version) // what lets a spec go back from v2 (CEL)
 	}
 	if view.problem == nil {
 		recordStats(st, view.stats, now)

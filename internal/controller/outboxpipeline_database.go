@@ -24,6 +24,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/pgversion"
 	"github.com/outbox-operator/outbox-operator/internal/replslot"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // databaseView is what one pass read from the pipeline's database.
@@ -54,6 +55,7 @@ func (r *OutboxPipelineReconciler) observeDatabase(ctx context.Context, p *outbo
 	if err != nil {
 		return databaseView{problem: statsProblem(ctx, p, table, dsn, err)} // what the read left is not read (Pools.Read)
 	}
+	view.problem = contractProblem(p.Spec.Source, table, view.stats.Contract)
 	if p.Spec.LogicalReplication() {
 		slot := ReplicationSlot(p)
 		seen, err := replslot.Read(ctx, view.db, slot, slot)
@@ -88,4 +90,20 @@ func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident
 	logf.FromContext(ctx).V(1).Info("outbox table not readable", "table", table.String(), "error", msg)
 	return &refProblem{outboxv1.ReasonDatabaseUnreachable, fmt.Sprintf(
 		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
+}
+
+// contractProblem is the condition of a pipeline whose spec asks for contract v2 on
+// a table that is v1: the migrate init container refuses to upgrade it (the upgrade
+// is not built yet) and the relay pods never start; without migrate the workers run
+// the v1 loop the table follows, which is not what the spec says. A v2 table under
+// a v1 spec is no problem: the relay picks its loop from the table (a table made by
+// `relayworker migrate --contract v2` before the field existed). nil otherwise.
+func contractProblem(src outboxv1.PostgresSource, table pgident.Table, c schema.Contract) *refProblem {
+	if !src.V2() || c.Version != schema.ContractV1 {
+		return nil
+	}
+	return &refProblem{outboxv1.ReasonContractMismatch, fmt.Sprintf(
+		"outbox table %s follows table contract v1 and spec.source.contract is v2: the upgrade of a v1 table is not built yet, "+
+			"so relayworker migrate refuses it and the relay pods do not start; set spec.source.contract back to v1 "+
+			"or point spec.source.table at a new table", table)}
 }

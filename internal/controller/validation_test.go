@@ -82,6 +82,17 @@ var _ = Describe("CRD validation", func() {
 			`spec.message.format: Unsupported value: "CloudEvent"`),
 		Entry("zero CDC hand-over", func(p *outboxv1.OutboxPipeline) { p.Spec.Relay.CDCHandoverAfter = d("0s") },
 			"relay.cdcHandoverAfter must be positive"),
+		Entry("unknown table contract", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Contract = "v3" },
+			`spec.source.contract: Unsupported value: "v3"`),
+		Entry("shard count not a power of two", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = 384 },
+			"source.shards must be a power of two from 1 to 32768"),
+		Entry("shard count above 32768", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = 65536 },
+			"source.shards must be a power of two from 1 to 32768"),
+		Entry("contract v2 with a replication slot", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract, p.Spec.Source.Mode = outboxv1.ContractV2, outboxv1.SourceLogicalReplication
+		}, "source.contract v2 is read by shard cursors and takes no replication slot"),
+		Entry("negative shard count", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = -2 },
+			"source.shards must be a power of two from 1 to 32768"),
 	)
 
 	It("rejects a literal DSN: the field does not exist", func() {

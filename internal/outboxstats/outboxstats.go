@@ -61,6 +61,9 @@ type Stats struct {
 	PendingEstimated bool
 	// Workers is what the running relay workers report about their brokers.
 	Workers Workers
+	// Contract is the table's contract as detected (the operator compares it with
+	// the pipeline's spec.source.contract).
+	Contract schema.Contract
 }
 
 // ErrTableMissing is returned (wrapped) when the outbox table does not exist.
@@ -127,6 +130,7 @@ func read(ctx context.Context, db *sql.DB, t pgident.Table, c schema.Contract, k
 	if !known {
 		contracts.put(db, t, c)
 	}
+	s.Contract = c
 	return s, nil
 }
 

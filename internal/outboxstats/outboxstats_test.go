@@ -42,7 +42,7 @@ func TestRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	s, err := Read(ctx, db, tbl)
-	if err != nil || s != (Stats{}) {
+	if err != nil || s != (Stats{Contract: schema.Contract{Version: schema.ContractV1}}) {
 		t.Fatalf("empty table: %+v %v", s, err)
 	}
 	vals := `) VALUES ($1,$2,$3,$4,$5,$6,$7,$8,$9`

@@ -193,7 +193,7 @@ func near(t *testing.T, what string, got, want time.Time) {
 // sent.
 func TestReadV2(t *testing.T) {
 	f := newV2(t, 8)
-	if s := f.stats(); s != (Stats{}) {
+	if s := f.stats(); s != (Stats{Contract: schema.Contract{Version: schema.ContractV2, Shards: 8}}) {
 		t.Fatalf("empty table: %+v", s)
 	}
 	for i, agg := range []string{"a", "b", "c", "d", "e"} {

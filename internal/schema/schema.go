@@ -163,24 +163,8 @@ func Statements(t pgident.Table, opts Options) []string {
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident(ArchiveSuffix+"_event_idx") + ` ON ` +
 			t.WithSuffix(ArchiveSuffix).Qualified() + ` (event_id)`,
 
-		// One row per `relayworker archive` run, so the RetentionPolicy status can show
-		// what the last run did (and why it failed) without parsing Job logs.
-		`CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (
-    run_id               bigserial   PRIMARY KEY,
-    policy               text        NOT NULL,
-    mode                 text        NOT NULL,
-    started_at           timestamptz NOT NULL,
-    finished_at          timestamptz NOT NULL DEFAULT now(),
-    sent_moved           bigint      NOT NULL DEFAULT 0,
-    dead_moved           bigint      NOT NULL DEFAULT 0,
-    consumer_log_trimmed bigint      NOT NULL DEFAULT 0,
-    error                text        NULL
-)`,
-		// "Newest run of a policy" and the per-policy trim. Not "_archive_runs_..." on
-		// purpose: PostgreSQL truncates names to 63 bytes, and for a maximal table name
-		// that prefix would truncate to the runs table's own name.
-		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_archive_run_policy_idx") + ` ON ` +
-			t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (policy, started_at DESC)`,
+		archiveRunsDDL(t),
+		archiveRunsIndexDDL(t),
 
 		ReplayAuditDDL(t),
 
@@ -315,4 +299,29 @@ func firstLine(s string) string {
 		return s[:i] + " ..."
 	}
 	return s
+}
+
+// archiveRunsDDL is the run history of `relayworker archive` (both contracts): one row
+// per run, so the RetentionPolicy status can show what the last run did (and why it
+// failed) without parsing Job logs.
+func archiveRunsDDL(t pgident.Table) string {
+	return `CREATE TABLE IF NOT EXISTS ` + t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (
+    run_id               bigserial   PRIMARY KEY,
+    policy               text        NOT NULL,
+    mode                 text        NOT NULL,
+    started_at           timestamptz NOT NULL,
+    finished_at          timestamptz NOT NULL DEFAULT now(),
+    sent_moved           bigint      NOT NULL DEFAULT 0,
+    dead_moved           bigint      NOT NULL DEFAULT 0,
+    consumer_log_trimmed bigint      NOT NULL DEFAULT 0,
+    error                text        NULL
+)`
+}
+
+// archiveRunsIndexDDL: "newest run of a policy" and the per-policy trim. Not
+// "_archive_runs_..." on purpose: PostgreSQL truncates names to 63 bytes, and for a
+// maximal table name that prefix would truncate to the runs table's own name.
+func archiveRunsIndexDDL(t pgident.Table) string {
+	return `CREATE INDEX IF NOT EXISTS ` + t.Ident("_archive_run_policy_idx") + ` ON ` +
+		t.WithSuffix(ArchiveRunsSuffix).Qualified() + ` (policy, started_at DESC)`
 }

@@ -133,7 +133,7 @@ func V2Statements(t pgident.Table, n int) []string {
 	batch := t.WithSuffix(BatchSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
 	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
-	return []string{
+	return append([]string{
 		// CACHE 1: a per-session cache hands numbers out of insert order.
 		`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS bigint CACHE 1`,
 		// The producers' columns of v1 (a plain INSERT of the first nine is a complete
@@ -263,7 +263,7 @@ SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strco
 ON CONFLICT (shard) DO NOTHING`,
 		// Operators' per-event status in SQL (v2_view.go).
 		StatusViewDDL(t),
-	}
+	}, v2ArchiveStatements(t)...)
 }
 
 // reshardStatements change an empty v2 table's shard count to n: the generated column

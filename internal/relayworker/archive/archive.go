@@ -35,9 +35,13 @@ type Options struct {
 
 // Result counts what a run did.
 type Result struct {
-	SentMoved        int64
+	// SentMoved: v1 SENT rows; v2 outbox rows every cursor had passed.
+	SentMoved int64
+	// DeadMoved: v1 DEAD rows; v2 DEAD hold rows.
 	DeadMoved        int64
 	ConsumerLogTrims int64
+	// BatchLogTrims: v2 batch log rows (logged; the run history has no column).
+	BatchLogTrims int64
 }
 
 // Run archives until nothing old enough is left or ctx ends, then records the run
@@ -50,17 +54,23 @@ func Run(ctx context.Context, db *sql.DB, o Options, log logr.Logger) (Result, e
 		return res, err
 	}
 	log.Info("archive finished", "table", o.Table.String(), "mode", o.Mode,
-		"sent", res.SentMoved, "dead", res.DeadMoved, "consumerLog", res.ConsumerLogTrims)
+		"sent", res.SentMoved, "dead", res.DeadMoved, "consumerLog", res.ConsumerLogTrims, "batchLog", res.BatchLogTrims)
 	return res, nil
 }
 
 // run does the work; on an error res holds what was already moved (and committed).
 func run(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 	var res Result
+	c, err := schema.DetectContract(ctx, db, o.Table)
+	if err != nil {
+		return res, err
+	}
+	if c.Version == schema.ContractV2 {
+		return runV2(ctx, db, o)
+	}
 	if err := schema.Verify(ctx, db, o.Table); err != nil {
 		return res, err
 	}
-	var err error
 	// SENT rows age from sent_at; DEAD rows from their last change (updated_at is
 	// never before created_at, so "at least this long after created_at" holds too).
 	if res.SentMoved, err = drain(ctx, func() (int64, error) {

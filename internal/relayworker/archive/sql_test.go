@@ -18,6 +18,11 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 		{Name: "delete_sent", About: "moveBatch, delete mode, SENT rows by sent_at", SQL: moveSQL(tbl, "delete", "sent_at")},
 		{Name: "delete_dead", About: "moveBatch, delete mode, DEAD rows by updated_at", SQL: moveSQL(tbl, "delete", "updated_at")},
 		{Name: "trim_consumer_log", About: "trimConsumerLog: finished dedup rows past the retention", SQL: trimConsumerLogSQL(consumeTable(tbl))},
+		{Name: "v2_archive_passed", About: "movePassedBatch, archive mode: v2 outbox rows every cursor passed", SQL: movePassedSQL(tbl, "archive")},
+		{Name: "v2_delete_passed", About: "movePassedBatch, delete mode: v2 outbox rows every cursor passed", SQL: movePassedSQL(tbl, "delete")},
+		{Name: "v2_archive_dead_hold", About: "runV2, archive mode: DEAD hold rows by updated_at", SQL: moveDeadHoldSQL(tbl, "archive")},
+		{Name: "v2_delete_dead_hold", About: "runV2, delete mode: DEAD hold rows by updated_at", SQL: moveDeadHoldSQL(tbl, "delete")},
+		{Name: "v2_trim_batch_log", About: "runV2: batch log rows older than the sent retention", SQL: trimBatchLogSQL(tbl)},
 		{Name: "insert_run", About: "insertRun: the run's row", SQL: insertRunSQL(tbl)},
 		{Name: "trim_runs", About: "insertRun: the policy's runs older than the newest ArchiveRunsKept", SQL: trimRunsSQL(tbl)},
 	})

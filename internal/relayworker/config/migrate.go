@@ -27,8 +27,8 @@ type Migrate struct {
 func bindMigrate(b *binder, m *Migrate) {
 	b.common(&m.Common)
 	b.boolean(&m.NotifyTrigger, "notify-trigger", contract.EnvNotifyTrigger, false, "install a statement-level NOTIFY trigger for plain-SQL producers")
-	b.str(&m.Contract, "contract", contract.EnvContract, ContractV1, "table contract: v1, or v2 (insert-only table read by shard cursors; docs/contract-v2.md)")
-	b.integer(&m.Shards, "shards", contract.EnvShards, 0, "--contract v2: the fixed shard count, a power of two (0: 256)")
+	b.str(&m.Contract, contract.FlagContract, contract.EnvContract, ContractV1, "table contract: v1, or v2 (insert-only table read by shard cursors; docs/contract-v2.md)")
+	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "--contract v2: the fixed shard count, a power of two (0: 256)")
 }
 
 // ParseMigrate parses `relayworker migrate` arguments.

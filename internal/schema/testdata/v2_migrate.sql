@@ -158,3 +158,43 @@ SELECT h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version, h.even
        h.message_key, h.created_at, h.shard, h.seq, h.state, h.attempts, h.last_error_code, h.next_attempt_at
 FROM "public"."outbox_event_hold" h
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event" o WHERE o.event_id = h.event_id);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_archive" (
+    event_id           text        NOT NULL,
+    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL,
+    txid               xid8        NOT NULL,
+    seq                bigint      NOT NULL,
+    shard              smallint    NOT NULL,
+    state              text        NOT NULL CHECK (state IN ('PASSED', 'DEAD')),
+    attempts           int         NULL,
+    last_error_code    text        NULL,
+    last_error_message text        NULL,
+    archived_at        timestamptz NOT NULL DEFAULT now()
+);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_archive_event_idx" ON "public"."outbox_event_archive" (event_id);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_archive_runs" (
+    run_id               bigserial   PRIMARY KEY,
+    policy               text        NOT NULL,
+    mode                 text        NOT NULL,
+    started_at           timestamptz NOT NULL,
+    finished_at          timestamptz NOT NULL DEFAULT now(),
+    sent_moved           bigint      NOT NULL DEFAULT 0,
+    dead_moved           bigint      NOT NULL DEFAULT 0,
+    consumer_log_trimmed bigint      NOT NULL DEFAULT 0,
+    error                text        NULL
+);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_archive_run_policy_idx" ON "public"."outbox_event_archive_runs" (policy, started_at DESC);
+
+CREATE INDEX IF NOT EXISTS "outbox_event_hold_dead" ON "public"."outbox_event_hold" (updated_at) WHERE state = 'DEAD';

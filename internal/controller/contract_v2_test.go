@@ -1,0 +1,108 @@
+package controller
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"strings"
+	"time"
+
+	. "github.com/onsi/ginkgo/v2"
+	. "github.com/onsi/gomega"
+	appsv1 "k8s.io/api/apps/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
+	"github.com/outbox-operator/outbox-operator/internal/contract"
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+	"github.com/outbox-operator/outbox-operator/internal/relayworker/cli"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
+)
+
+// setContract changes a pipeline's spec.source.contract with a merge patch (no
+// resourceVersion, so the controller's status writes cause no conflict) and returns
+// the API server's answer.
+func setContract(ns, name string, c outboxv1.TableContract) error {
+	p := getPipeline(ns, name)()
+	base := p.DeepCopy()
+	p.Spec.Source.Contract = c
+	return k8sClient.Patch(suiteCtx, p, client.MergeFrom(base))
+}
+
+var _ = Describe("table contract v2", func() {
+	It("renders the v2 migrate, names a v1 table's refusal, and lets the spec go back only while the table is v1", func() {
+		ns := newNamespace()
+		dsn, _, _ := migratedDB() // a v1 table
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "up", "db", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Migrate, p.Spec.Source.Contract, p.Spec.Source.Shards = true, outboxv1.ContractV2, 64
+		}))).To(Succeed())
+
+		By("the migrate init container is told the contract and the shard count")
+		Eventually(func() []string {
+			var d appsv1.Deployment
+			if err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "up-relay"}, &d); err != nil {
+				return nil
+			}
+			if len(d.Spec.Template.Spec.InitContainers) != 1 {
+				return nil
+			}
+			return d.Spec.Template.Spec.InitContainers[0].Args
+		}).Should(Equal([]string{"migrate", "--contract=v2", "--shards=64"}))
+
+		By("the rendered init container, run by the worker's own CLI, fails with the migrate's one line")
+		var d appsv1.Deployment
+		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "up-relay"}, &d)).To(Succeed())
+		ic := d.Spec.Template.Spec.InitContainers[0]
+		env := podEnv(ic)
+		getenv := func(k string) (string, bool) {
+			if k == contract.EnvDSN {
+				return dsn, true // the secretKeyRef the kubelet would resolve
+			}
+			return env(k)
+		}
+		var stderr bytes.Buffer
+		err := cli.Run(suiteCtx, ic.Args, getenv, io.Discard, &stderr)
+		Expect(err).To(MatchError(ContainSubstring("the table follows contract v1; upgrading it to v2 is not implemented yet")))
+		Expect(strings.Count(err.Error(), "\n")).To(BeZero())
+
+		By("the v1 table's refusal is the Ready condition")
+		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(And(
+			HaveField("Status.TableContract", "v1"),
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonContractMismatch)),
+		))
+		Expect(condition(getPipeline(ns, "up")().Status.Conditions, outboxv1.ConditionReady).Message).
+			To(ContainSubstring("follows table contract v1 and spec.source.contract is v2"))
+
+		By("the table is still v1, so the spec may go back")
+		Expect(setContract(ns, "up", outboxv1.ContractV1)).To(Succeed())
+		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(
+			WithTransform(conditionOf(outboxv1.ConditionReady), Not(Equal("False/"+outboxv1.ReasonContractMismatch))))
+	})
+
+	It("refuses to turn a pipeline of a v2 table back to v1, and one whose table was never read", func() {
+		ns := newNamespace()
+		ctx, cancel := context.WithTimeout(suiteCtx, 20*time.Second)
+		defer cancel()
+		dsn, err := pgSrv.CreateDatabase(ctx, "v2")
+		Expect(err).NotTo(HaveOccurred())
+		t, err := pgident.NewTable("public", "outbox_event")
+		Expect(err).NotTo(HaveOccurred())
+		Expect(schema.MigrateV2(ctx, openDB(dsn), t, schema.V2Options{Shards: 16})).To(Succeed())
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		v2 := func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract, p.Spec.Source.Shards = outboxv1.ContractV2, 16
+		}
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "two", "db", v2))).To(Succeed())
+		Eventually(getPipeline(ns, "two"), 20*time.Second).Should(HaveField("Status.TableContract", "v2"))
+		err = setContract(ns, "two", outboxv1.ContractV1)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("a v2 table is never turned back into a v1 table"))
+
+		By("no status yet (the Secret is missing): refused too, nothing says the table is v1")
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "unread", "nosuchsecret", v2))).To(Succeed())
+		err = setContract(ns, "unread", outboxv1.ContractV1)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("spec.source.contract cannot go back from v2 to v1"))
+	})
+})
