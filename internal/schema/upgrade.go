@@ -90,6 +90,11 @@ func upgradeStartStatements(t pgident.Table, n int, notify bool) []string {
 		// The primary key's index is <table>_pkey, the name v2's primary key takes. v1's
 		// other index names differ from v2's.
 		`ALTER INDEX IF EXISTS ` + pgident.Quote(t.Schema) + `.` + t.Ident("_pkey") + ` RENAME TO ` + aside.Ident("_pkey"),
+		// v1's archive (a RetentionPolicy's, rows shaped like v1's) goes aside with the
+		// table, index included (its name is the one v2's archive index takes), so v2
+		// retention finds an archive of its own shape under <table>_archive.
+		`ALTER TABLE IF EXISTS ` + t.WithSuffix(ArchiveSuffix).Qualified() + ` RENAME TO ` + pgident.Quote(aside.WithSuffix(ArchiveSuffix).Name),
+		`ALTER INDEX IF EXISTS ` + pgident.Quote(t.Schema) + `.` + t.Ident(ArchiveSuffix+"_event_idx") + ` RENAME TO ` + aside.Ident(ArchiveSuffix+"_event_idx"),
 	}
 	stmts = append(stmts, V2Statements(t, n)...)
 	stmts = append(stmts,

@@ -98,6 +98,15 @@ func TestUpgradeV1CopiesWorkToHold(t *testing.T) {
 	if c, err := VerifyV2(ctx, db, tb, 16); err != nil || c.Version != ContractV2 {
 		t.Fatalf("VerifyV2 after the upgrade = %+v, %v", c, err)
 	}
+	// v1's archive went aside with the table; v2 retention's archive has v2's shape.
+	var v1Archive, v2Archive bool
+	if err := db.QueryRow(`SELECT to_regclass('app.events_v1_archive') IS NOT NULL,
+       EXISTS (SELECT FROM information_schema.columns WHERE table_schema = 'app' AND table_name = 'events_archive' AND column_name = 'shard')`).Scan(&v1Archive, &v2Archive); err != nil {
+		t.Fatal(err)
+	}
+	if !v1Archive || !v2Archive {
+		t.Fatalf("after the upgrade: v1 archive aside = %v, v2-shaped events_archive = %v; want both", v1Archive, v2Archive)
+	}
 	u, err := UpgradeState(ctx, db, tb)
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,10 @@ ALTER TABLE "public"."outbox_event" RENAME TO "outbox_event_v1";
 
 ALTER INDEX IF EXISTS "public"."outbox_event_pkey" RENAME TO "outbox_event_v1_pkey";
 
+ALTER TABLE IF EXISTS "public"."outbox_event_archive" RENAME TO "outbox_event_v1_archive";
+
+ALTER INDEX IF EXISTS "public"."outbox_event_archive_event_idx" RENAME TO "outbox_event_v1_archive_event_idx";
+
 -- V2Statements (v2_migrate.sql);
 
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_upgrade" (
