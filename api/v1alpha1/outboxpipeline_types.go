@@ -52,11 +52,11 @@ type PostgresSource struct {
 	// with status and lease columns that the relay updates per event. v2: an
 	// insert-only table read through shard cursors (the relay writes nothing per event;
 	// failures live in <table>_hold). With migrate: true the init container runs
-	// `relayworker migrate --contract v2 --shards N`, which creates a v2 table; it
-	// refuses an existing v1 table with one line (the upgrade of a v1 table is not
-	// built yet), the init container fails with that line and the pipeline is not
-	// Ready (reason ContractMismatch). Once the table is v2 (status.tableContract), the
-	// pipeline cannot go back to v1; while the table is still v1 it can.
+	// `relayworker migrate --contract v2 --shards N`, which creates a v2 table or
+	// upgrades an existing v1 table in place (docs/operations.md, "Upgrading a table
+	// to contract v2"); until the table is v2 the pipeline is not Ready (reason
+	// ContractMismatch). Once the table is v2 (status.tableContract), the pipeline
+	// cannot go back to v1; while the table is still v1 it can.
 	// +kubebuilder:validation:Enum=v1;v2
 	// +kubebuilder:default=v1
 	// +optional

@@ -87,15 +87,22 @@ func TestContractProblem(t *testing.T) {
 		{outboxv1.ContractV2, schema.ContractNone, false}, // TableMissing says it
 		{"", schema.ContractV1, false},
 	} {
-		got := contractProblem(outboxv1.PostgresSource{Contract: tc.spec}, tbl, schema.Contract{Version: tc.table})
-		if (got != nil) != tc.want {
-			t.Errorf("spec %q table v%d: problem %v, want %v", tc.spec, tc.table, got, tc.want)
-			continue
-		}
-		if got != nil && (got.Reason != outboxv1.ReasonContractMismatch ||
-			!strings.Contains(got.Message, "public.orders_out follows table contract v1") ||
-			!strings.Contains(got.Message, "spec.source.contract back to v1")) {
-			t.Errorf("problem %+v", got)
+		for _, migrate := range []bool{false, true} {
+			got := contractProblem(outboxv1.PostgresSource{Contract: tc.spec, Migrate: migrate}, tbl, schema.Contract{Version: tc.table})
+			if (got != nil) != tc.want {
+				t.Errorf("spec %q table v%d migrate %v: problem %v, want %v", tc.spec, tc.table, migrate, got, tc.want)
+				continue
+			}
+			todo := "run `relayworker migrate --contract v2`"
+			if migrate {
+				todo = "migrate init container upgrades it"
+			}
+			if got != nil && (got.Reason != outboxv1.ReasonContractMismatch ||
+				!strings.Contains(got.Message, "public.orders_out follows table contract v1") ||
+				!strings.Contains(got.Message, todo) ||
+				!strings.Contains(got.Message, "spec.source.contract back to v1")) {
+				t.Errorf("migrate %v: problem %+v", migrate, got)
+			}
 		}
 	}
 }

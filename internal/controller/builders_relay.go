@@ -242,9 +242,9 @@ func migrateContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container
 }
 
 // migrateArgs are the migrate command's arguments: a v2 pipeline names the contract
-// and its shard count (the migrate creates a v2 table, or refuses a v1 table and a
-// shard count change on a table with rows, with one line the init container exits
-// with). v1 passes neither, so a v1 pipeline's pod template stays as it was.
+// and its shard count (the migrate creates a v2 table or upgrades a v1 one, and
+// refuses a shard count change on a table with rows with one line the init container
+// exits with). v1 passes neither, so a v1 pipeline's pod template stays as it was.
 func migrateArgs(s outboxv1.PostgresSource) []string {
 	if !s.V2() {
 		return []string{contract.CommandMigrate}

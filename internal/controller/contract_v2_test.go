@@ -1,10 +1,8 @@
 package controller
 
 import (
-	"bytes"
 	"context"
 	"io"
-	"strings"
 	"time"
 
 	. "github.com/onsi/ginkgo/v2"
@@ -30,7 +28,7 @@ func setContract(ns, name string, c outboxv1.TableContract) error {
 }
 
 var _ = Describe("table contract v2", func() {
-	It("renders the v2 migrate, names a v1 table's refusal, and lets the spec go back only while the table is v1", func() {
+	It("renders the v2 migrate, shows a v1 table as ContractMismatch until the rendered init container upgrades it, and lets the spec go back only while the table is v1", func() {
 		ns := newNamespace()
 		dsn, _, _ := migratedDB() // a v1 table
 		createSecret(ns, "db", map[string]string{"dsn": dsn})
@@ -50,9 +48,28 @@ var _ = Describe("table contract v2", func() {
 			return d.Spec.Template.Spec.InitContainers[0].Args
 		}).Should(Equal([]string{"migrate", "--contract=v2", "--shards=64"}))
 
-		By("the rendered init container, run by the worker's own CLI, fails with the migrate's one line")
+		By("until the upgrade, the v1 table is the Ready condition, naming who upgrades it")
+		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(And(
+			HaveField("Status.TableContract", "v1"),
+			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonContractMismatch)),
+		))
+		Expect(condition(getPipeline(ns, "up")().Status.Conditions, outboxv1.ConditionReady).Message).
+			To(ContainSubstring("follows table contract v1 and spec.source.contract is v2: the relay pods' migrate init container upgrades it"))
+
+		By("the table is still v1, so the spec may go back, and forward again")
+		Expect(setContract(ns, "up", outboxv1.ContractV1)).To(Succeed())
+		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(
+			WithTransform(conditionOf(outboxv1.ConditionReady), Not(Equal("False/"+outboxv1.ReasonContractMismatch))))
+		Expect(setContract(ns, "up", outboxv1.ContractV2)).To(Succeed())
+
+		By("the rendered init container, run by the worker's own CLI, upgrades the table")
 		var d appsv1.Deployment
-		Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "up-relay"}, &d)).To(Succeed())
+		Eventually(func() []string {
+			if err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "up-relay"}, &d); err != nil {
+				return nil
+			}
+			return d.Spec.Template.Spec.InitContainers[0].Args
+		}).Should(Equal([]string{"migrate", "--contract=v2", "--shards=64"}))
 		ic := d.Spec.Template.Spec.InitContainers[0]
 		env := podEnv(ic)
 		getenv := func(k string) (string, bool) {
@@ -61,23 +78,16 @@ var _ = Describe("table contract v2", func() {
 			}
 			return env(k)
 		}
-		var stderr bytes.Buffer
-		err := cli.Run(suiteCtx, ic.Args, getenv, io.Discard, &stderr)
-		Expect(err).To(MatchError(ContainSubstring("the table follows contract v1; upgrading it to v2 is not implemented yet")))
-		Expect(strings.Count(err.Error(), "\n")).To(BeZero())
+		Expect(cli.Run(suiteCtx, ic.Args, getenv, io.Discard, io.Discard)).To(Succeed())
 
-		By("the v1 table's refusal is the Ready condition")
+		By("the table is v2 now: no mismatch, and the spec can no longer go back")
 		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(And(
-			HaveField("Status.TableContract", "v1"),
-			WithTransform(conditionOf(outboxv1.ConditionReady), Equal("False/"+outboxv1.ReasonContractMismatch)),
+			HaveField("Status.TableContract", "v2"),
+			WithTransform(conditionOf(outboxv1.ConditionReady), Not(Equal("False/"+outboxv1.ReasonContractMismatch))),
 		))
-		Expect(condition(getPipeline(ns, "up")().Status.Conditions, outboxv1.ConditionReady).Message).
-			To(ContainSubstring("follows table contract v1 and spec.source.contract is v2"))
-
-		By("the table is still v1, so the spec may go back")
-		Expect(setContract(ns, "up", outboxv1.ContractV1)).To(Succeed())
-		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(
-			WithTransform(conditionOf(outboxv1.ConditionReady), Not(Equal("False/"+outboxv1.ReasonContractMismatch))))
+		err := setContract(ns, "up", outboxv1.ContractV1)
+		Expect(err).To(HaveOccurred())
+		Expect(err.Error()).To(ContainSubstring("a v2 table is never turned back into a v1 table"))
 	})
 
 	It("refuses to turn a pipeline of a v2 table back to v1, and one whose table was never read", func() {

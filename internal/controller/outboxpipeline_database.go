@@ -93,17 +93,22 @@ func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident
 }
 
 // contractProblem is the condition of a pipeline whose spec asks for contract v2 on
-// a table that is v1: the migrate init container refuses to upgrade it (the upgrade
-// is not built yet) and the relay pods never start; without migrate the workers run
-// the v1 loop the table follows, which is not what the spec says. A v2 table under
-// a v1 spec is no problem: the relay picks its loop from the table (a table made by
-// `relayworker migrate --contract v2` before the field existed). nil otherwise.
+// a table that is still v1. With migrate the relay pods' init container upgrades it
+// (docs/operations.md, "Upgrading a table to contract v2"), so this lasts until the
+// first new pod's migrate has renamed the table; without migrate the workers run the
+// v1 loop the table follows, which is not what the spec says, until somebody runs the
+// upgrade. A v2 table under a v1 spec is no problem: the relay picks its loop from the
+// table (a table made by `relayworker migrate --contract v2` before the field
+// existed). nil otherwise.
 func contractProblem(src outboxv1.PostgresSource, table pgident.Table, c schema.Contract) *refProblem {
 	if !src.V2() || c.Version != schema.ContractV1 {
 		return nil
 	}
+	todo := "run `relayworker migrate --contract v2` against it (docs/operations.md, \"Upgrading a table to contract v2\")"
+	if src.Migrate {
+		todo = "the relay pods' migrate init container upgrades it (if a new pod's init container fails, its log says why)"
+	}
 	return &refProblem{outboxv1.ReasonContractMismatch, fmt.Sprintf(
-		"outbox table %s follows table contract v1 and spec.source.contract is v2: the upgrade of a v1 table is not built yet, "+
-			"so relayworker migrate refuses it and the relay pods do not start; set spec.source.contract back to v1 "+
-			"or point spec.source.table at a new table", table)}
+		"outbox table %s follows table contract v1 and spec.source.contract is v2: %s; "+
+			"or set spec.source.contract back to v1 while the table is v1", table, todo)}
 }
