@@ -103,10 +103,11 @@ func readV2(ctx context.Context, tx *sql.Tx, t pgident.Table, c schema.Contract,
 //
 // Part 0 and 2 probe (shard, txid) once per id of the tick's xip list that ended
 // (usually none: then no index is touched), as the relay's read does. Not
-// "txid = ANY (ids)": PostgreSQL does not use an xid8 array as an index condition,
-// so that filtered each shard's whole history on every status read (measured in
-// docs/contract-v2.md, "As built: status"). OFFSET 0 keeps the probe a nested loop;
-// "o.seq + 0" keeps it off (shard, seq).
+// "txid = ANY (ids)": with it the planner chose by cost between (shard, txid = ANY)
+// and the shard alone with the array as a filter, which walked each shard's whole
+// history on every status read (docs/contract-v2.md, "As built: the status read's
+// probes"). OFFSET 0 keeps the probe a nested loop; "o.seq + 0" keeps it off
+// (shard, seq).
 //
 // A part that reached the cap is extrapolated over the rest of its seq range (to
 // hi_tick's seq_after, or the sequence's last value) at the density of the rows it
