@@ -96,11 +96,18 @@ func readV2(ctx context.Context, tx *sql.Tx, t pgident.Table, c schema.Contract,
 // and the shards being worked on or abandoned. Per shard:
 //   - part 0 and 1 are the relay's read of the window (lo, hi] after pos (shardstore
 //     readSQL): hi is hi_tick while the window is read in parts, else this read's
-//     snapshot; part 0 the transactions running at lo that ended by hi, by (shard,
-//     txid) ("o.seq + 0" keeps it off (shard, seq)), part 1 one range scan of (shard,
-//     seq);
+//     snapshot; part 0 the rows of the transactions running at lo that ended by hi,
+//     part 1 one range scan of (shard, seq);
 //   - part 2 and 3 are the window (hi_tick, now] of a shard read in parts, the same
 //     way.
+//
+// Part 0 and 2 probe (shard, txid) once per id of the tick's xip list that ended
+// (usually none: then no index is touched), as the relay's read does. Not
+// "txid = ANY (ids)": with it the planner chose by cost between (shard, txid = ANY)
+// and the shard alone with the array as a filter, which walked each shard's whole
+// history on every status read (docs/contract-v2.md, "As built: the status read's
+// probes"). OFFSET 0 keeps the probe a nested loop; "o.seq + 0" keeps it off
+// (shard, seq).
 //
 // A part that reached the cap is extrapolated over the rest of its seq range (to
 // hi_tick's seq_after, or the sequence's last value) at the density of the rows it
@@ -111,6 +118,16 @@ func v2WindowsSQL(t pgident.Table) string {
 	part := func(n, where, order string) string {
 		return `(SELECT ` + n + ` AS part, o.seq, o.created_at FROM ` + q + ` o
              WHERE ` + where + order + ` LIMIT $1)`
+	}
+	// ended is a part of the rows (where) of the transactions of snap's xip list
+	// visible in upTo; a NULL snap (fx_snap of a shard not read in parts) lists none.
+	ended := func(n, snap, upTo, where string) string {
+		return `(SELECT ` + n + ` AS part, p.seq, p.created_at
+             FROM pg_snapshot_xip(` + snap + `) AS en(id)
+             CROSS JOIN LATERAL (SELECT o.seq, o.created_at FROM ` + q + ` o
+                 WHERE o.shard = w.shard AND o.txid = en.id AND ` + where + `
+                 OFFSET 0) p
+             WHERE pg_visible_in_snapshot(en.id, ` + upTo + `) LIMIT $1)`
 	}
 	return `WITH nw AS (
     SELECT pg_current_snapshot() AS snap,
@@ -137,15 +154,13 @@ c AS (
                count(*) FILTER (WHERE e.part = 1) AS n1, min(e.seq) FILTER (WHERE e.part = 1) AS min1, max(e.seq) FILTER (WHERE e.part = 1) AS max1,
                count(*) FILTER (WHERE e.part = 3) AS n3, min(e.seq) FILTER (WHERE e.part = 3) AS min3, max(e.seq) FILTER (WHERE e.part = 3) AS max3
         FROM (
-            ` + part("0", `o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-               AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap)))`, "") + `
+            ` + ended("0", "w.lo_snap", "w.hi_snap", `o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq`) + `
             UNION ALL
             ` + part("1", `o.shard = w.shard AND o.seq > GREATEST(w.pos, w.lo_seq) AND o.seq <= w.hi_seq
                AND pg_visible_in_snapshot(o.txid, w.hi_snap) AND NOT pg_visible_in_snapshot(o.txid, w.lo_snap)`, `
              ORDER BY o.seq`) + `
             UNION ALL
-            ` + part("2", `w.fx_snap IS NOT NULL AND o.shard = w.shard AND o.seq + 0 <= w.fx_seq
-               AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.fx_snap) x WHERE pg_visible_in_snapshot(x, w.now_snap)))`, "") + `
+            ` + ended("2", "w.fx_snap", "w.now_snap", `o.seq + 0 <= w.fx_seq`) + `
             UNION ALL
             ` + part("3", `w.fx_snap IS NOT NULL AND o.shard = w.shard AND o.seq > w.fx_seq AND o.seq <= w.last_seq
                AND pg_visible_in_snapshot(o.txid, w.now_snap) AND NOT pg_visible_in_snapshot(o.txid, w.fx_snap)`, `

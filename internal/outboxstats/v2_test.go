@@ -543,7 +543,8 @@ func (f *v2fix) explainWindows() string {
 // 100,000; docs/contract-v2.md reports 1,000,000) over 256 shards, with every row
 // pending (no relay ever ran: the largest windows there are) and after the relay
 // caught up with 100 new events, and checks that the window count reads the outbox
-// table only through its (shard, seq) and (shard, txid) indexes.
+// table only through its (shard, seq) and (shard, txid) indexes, bounded by a seq
+// range or a txid.
 func TestReadV2Cost(t *testing.T) {
 	rows := 100000
 	if v := os.Getenv("OUTBOXSTATS_V2_ROWS"); v != "" {
@@ -571,7 +572,8 @@ FROM generate_series($1::int + 1, least($1::int + 100000, $2::int)) g`, from, ro
 	if !s.PendingEstimated && rows > PendingCountBudget || s.Pending < int64(rows)*95/100 || s.Pending > int64(rows)*105/100 {
 		t.Fatalf("%d pending: %+v", rows, s)
 	}
-	t.Logf("%d rows, all pending: Read %s first, %s median of 5 after; pending %d (estimated %v)", rows, cold, warm, s.Pending, s.PendingEstimated)
+	t.Logf("%d rows, all pending: Read %s first, %s median of 5 after; pending %d (estimated %v); windows count under EXPLAIN: %s",
+		rows, cold, warm, s.Pending, s.PendingEstimated, planSummary(plan))
 
 	f.rebalance()
 	f.tick()
@@ -590,7 +592,8 @@ FROM generate_series($1::int + 1, least($1::int + 100000, $2::int)) g`, from, ro
 	if s.Pending != 100 || s.PendingEstimated {
 		t.Fatalf("caught up, 100 new: %+v", s)
 	}
-	t.Logf("%d rows published, 100 pending: Read %s first, %s median of 5 after", rows, cold, warm)
+	t.Logf("%d rows published, 100 pending: Read %s first, %s median of 5 after; windows count under EXPLAIN: %s",
+		rows, cold, warm, planSummary(plan))
 }
 
 // seqScanOfOutbox: a sequential or bitmap scan of the outbox table itself (the side
@@ -601,6 +604,9 @@ func checkPlan(t *testing.T, plan string) {
 	t.Helper()
 	if seqScanOfOutbox.MatchString(plan) || !strings.Contains(plan, "Index Scan using ob_seq_idx on ob o") {
 		t.Fatalf("the window count does not read ob through (shard, seq):\n%s", plan)
+	}
+	if _, _, bad := outboxScans(plan); len(bad) > 0 {
+		t.Fatalf("the window count walks shards' history (scans not bounded by seq or txid: %q):\n%s", bad, plan)
 	}
 }
 

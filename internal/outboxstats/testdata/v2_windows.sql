@@ -24,18 +24,24 @@ c AS (
                count(*) FILTER (WHERE e.part = 1) AS n1, min(e.seq) FILTER (WHERE e.part = 1) AS min1, max(e.seq) FILTER (WHERE e.part = 1) AS max1,
                count(*) FILTER (WHERE e.part = 3) AS n3, min(e.seq) FILTER (WHERE e.part = 3) AS min3, max(e.seq) FILTER (WHERE e.part = 3) AS max3
         FROM (
-            (SELECT 0 AS part, o.seq, o.created_at FROM "public"."outbox_event" o
-             WHERE o.shard = w.shard AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
-               AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.lo_snap) x WHERE pg_visible_in_snapshot(x, w.hi_snap))) LIMIT $1)
+            (SELECT 0 AS part, p.seq, p.created_at
+             FROM pg_snapshot_xip(w.lo_snap) AS en(id)
+             CROSS JOIN LATERAL (SELECT o.seq, o.created_at FROM "public"."outbox_event" o
+                 WHERE o.shard = w.shard AND o.txid = en.id AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
+                 OFFSET 0) p
+             WHERE pg_visible_in_snapshot(en.id, w.hi_snap) LIMIT $1)
             UNION ALL
             (SELECT 1 AS part, o.seq, o.created_at FROM "public"."outbox_event" o
              WHERE o.shard = w.shard AND o.seq > GREATEST(w.pos, w.lo_seq) AND o.seq <= w.hi_seq
                AND pg_visible_in_snapshot(o.txid, w.hi_snap) AND NOT pg_visible_in_snapshot(o.txid, w.lo_snap)
              ORDER BY o.seq LIMIT $1)
             UNION ALL
-            (SELECT 2 AS part, o.seq, o.created_at FROM "public"."outbox_event" o
-             WHERE w.fx_snap IS NOT NULL AND o.shard = w.shard AND o.seq + 0 <= w.fx_seq
-               AND o.txid = ANY (ARRAY(SELECT x FROM pg_snapshot_xip(w.fx_snap) x WHERE pg_visible_in_snapshot(x, w.now_snap))) LIMIT $1)
+            (SELECT 2 AS part, p.seq, p.created_at
+             FROM pg_snapshot_xip(w.fx_snap) AS en(id)
+             CROSS JOIN LATERAL (SELECT o.seq, o.created_at FROM "public"."outbox_event" o
+                 WHERE o.shard = w.shard AND o.txid = en.id AND o.seq + 0 <= w.fx_seq
+                 OFFSET 0) p
+             WHERE pg_visible_in_snapshot(en.id, w.now_snap) LIMIT $1)
             UNION ALL
             (SELECT 3 AS part, o.seq, o.created_at FROM "public"."outbox_event" o
              WHERE w.fx_snap IS NOT NULL AND o.shard = w.shard AND o.seq > w.fx_seq AND o.seq <= w.last_seq
