@@ -147,8 +147,8 @@ const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggreg
 // published, hi_tick set), otherwise it is the newest tick. Its rows are
 //   - those with seq <= lo.seq_before whose txid was running at lo and ended by hi:
 //     one probe of (shard, txid) per such id (usually there is none). Not
-//     "txid = ANY (ids)": PostgreSQL does not use an xid8 array as an index
-//     condition, so that filtered the shard's whole history on every read (measured:
+//     "txid = ANY (ids)": PostgreSQL chooses by cost whether an xid8 array is an
+//     index condition, and where it was not, that filtered the shard's whole history on every read (measured:
 //     30 ms of a 33 ms read of 256 shards with a trickle over 20,000 rows, growing
 //     with the table). OFFSET 0 keeps the probe a nested loop (flattened, the planner
 //     may hash the shard's rows instead); "o.seq + 0" keeps it off (shard, seq).
