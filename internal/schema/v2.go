@@ -197,8 +197,14 @@ func V2Statements(t pgident.Table, n int) []string {
     seqs       bigint[]    NULL
 )`,
 		// A batch log made before seqs existed gets the column (its old rows: NULL, not
-		// traceable to an offset). VerifyV2 refuses a table without it.
-		`ALTER TABLE ` + batch + ` ADD COLUMN IF NOT EXISTS seqs bigint[] NULL`,
+		// traceable to an offset). VerifyV2 refuses a table without it. Only then:
+		// ADD COLUMN IF NOT EXISTS takes an ACCESS EXCLUSIVE lock even when the column
+		// is there, and the migrate runs at every relay pod's start.
+		`DO $$BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = ` + pgident.QuoteLiteral(batch) + `::regclass AND attname = 'seqs' AND NOT attisdropped) THEN
+        ALTER TABLE ` + batch + ` ADD COLUMN seqs bigint[] NULL;
+    END IF;
+END$$`,
 		// The trace finds an event's batch from the event's created_at on (a batch is
 		// logged after the event committed): one entry per batch, not per event.
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_batch_at") + ` ON ` + batch + ` (at)`,

@@ -56,7 +56,11 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_batch" (
     seqs       bigint[]    NULL
 );
 
-ALTER TABLE "public"."outbox_event_batch" ADD COLUMN IF NOT EXISTS seqs bigint[] NULL;
+DO $$BEGIN
+    IF NOT EXISTS (SELECT FROM pg_attribute WHERE attrelid = '"public"."outbox_event_batch"'::regclass AND attname = 'seqs' AND NOT attisdropped) THEN
+        ALTER TABLE "public"."outbox_event_batch" ADD COLUMN seqs bigint[] NULL;
+    END IF;
+END$$;
 
 CREATE INDEX IF NOT EXISTS "outbox_event_batch_at" ON "public"."outbox_event_batch" (at);
 
