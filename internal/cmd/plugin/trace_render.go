@@ -22,12 +22,7 @@ func renderEvent(out io.Writer, loc location) {
 	}
 	fmt.Fprintf(out, "EVENT %s  pipeline %s/%s  table %s\n", r.EventID, loc.p.Namespace, loc.p.Name, where)
 	w := tabwriter.NewWriter(out, 0, 8, 1, ' ', 0)
-	field := func(k, v string) {
-		if v == "" {
-			v = none
-		}
-		fmt.Fprintf(w, "  %s:\t%s\n", k, v)
-	}
+	field := fieldPrinter(w)
 	field("status", r.Status)
 	field("attempts", itoa(r.RetryCount)+nextRetry(r))
 	field("last error", lastError(r))
@@ -116,4 +111,15 @@ func renderConsumer(out io.Writer, id string, ct consumerTrace) {
 		_ = t.flush()
 	}
 	fmt.Fprintln(out)
+}
+
+// fieldPrinter prints one "  key:<tab>value" line of a trace (none for an empty value)
+// to the tabwriter w.
+func fieldPrinter(w io.Writer) func(k, v string) {
+	return func(k, v string) {
+		if v == "" {
+			v = none
+		}
+		fmt.Fprintf(w, "  %s:\t%s\n", k, v)
+	}
 }

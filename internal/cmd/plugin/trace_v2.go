@@ -95,12 +95,7 @@ func renderV2(out io.Writer, loc location) {
 	r := loc.v2
 	fmt.Fprintf(out, "EVENT %s  pipeline %s/%s  table %s (contract v2)\n", r.EventID, loc.p.Namespace, loc.p.Name, loc.table)
 	w := tabwriter.NewWriter(out, 0, 8, 1, ' ', 0)
-	field := func(k, v string) {
-		if v == "" {
-			v = none
-		}
-		fmt.Fprintf(w, "  %s:\t%s\n", k, v)
-	}
+	field := fieldPrinter(w)
 	field("status", r.Status)
 	attempts := itoa(r.Attempts)
 	if r.Status == schema.StatusRetry && r.NextAttemptAt.Valid {

@@ -83,14 +83,8 @@ func run(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 	}); err != nil {
 		return res, fmt.Errorf("archive DEAD rows: %w", err)
 	}
-	if o.ConsumerLogRetention > 0 {
-		if res.ConsumerLogTrims, err = drain(ctx, func() (int64, error) {
-			return trimConsumerLog(ctx, db, o)
-		}); err != nil {
-			return res, fmt.Errorf("trim consumer log: %w", err)
-		}
-	}
-	return res, nil
+	res.ConsumerLogTrims, err = trimConsumerLogs(ctx, db, o)
+	return res, err
 }
 
 // drain repeats batch until it moves nothing.
@@ -135,6 +129,19 @@ DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1`
 moved AS (DELETE FROM ` + t + ` o USING v WHERE o.event_id = v.event_id AND o.status = $1 RETURNING o.*)
 INSERT INTO ` + tbl.WithSuffix(schema.ArchiveSuffix).Qualified() + ` (` + cols + `, archived_at)
 SELECT ` + cols + `, now() FROM moved`
+}
+
+// trimConsumerLogs trims the consumers' dedup log in batches when the policy bounds
+// it (both contracts: the log is the consumers', not the outbox table's).
+func trimConsumerLogs(ctx context.Context, db *sql.DB, o Options) (int64, error) {
+	if o.ConsumerLogRetention <= 0 {
+		return 0, nil
+	}
+	n, err := drain(ctx, func() (int64, error) { return trimConsumerLog(ctx, db, o) })
+	if err != nil {
+		return n, fmt.Errorf("trim consumer log: %w", err)
+	}
+	return n, nil
 }
 
 // trimConsumerLog deletes finished dedup rows past the consumers' dedup window.

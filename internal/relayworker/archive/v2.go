@@ -44,14 +44,8 @@ func runV2(ctx context.Context, db *sql.DB, o Options) (Result, error) {
 	}); err != nil {
 		return res, fmt.Errorf("trim batch log: %w", err)
 	}
-	if o.ConsumerLogRetention > 0 {
-		if res.ConsumerLogTrims, err = drain(ctx, func() (int64, error) {
-			return trimConsumerLog(ctx, db, o)
-		}); err != nil {
-			return res, fmt.Errorf("trim consumer log: %w", err)
-		}
-	}
-	return res, nil
+	res.ConsumerLogTrims, err = trimConsumerLogs(ctx, db, o)
+	return res, err
 }
 
 // checkV2Archive refuses archive mode with one line when <table>_archive is missing

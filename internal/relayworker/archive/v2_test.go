@@ -103,7 +103,7 @@ func (f *v2fix) relay(from int16, limit int, holds ...shardstore.Hold) bool {
 	for _, e := range b.Events {
 		f.read = append(f.read, e.EventID)
 		if !held[e.EventID] {
-			a.Partitions, a.Offsets = append(a.Partitions, 0), append(a.Offsets, e.Seq)
+			a.Partitions, a.Offsets, a.Seqs = append(a.Partitions, 0), append(a.Offsets, e.Seq), append(a.Seqs, e.Seq)
 		}
 	}
 	if adv, err := f.st.Advance(context.Background(), a); err != nil || len(adv.Shards) != len(b.Windows) {
