@@ -57,6 +57,11 @@ type Options struct {
 // Channel is the LISTEN/NOTIFY channel for table t.
 func Channel(t pgident.Table) string { return t.Name }
 
+// LeasesReleased is the payload of the NOTIFY a v2 worker sends on Channel after it
+// released shards: the others run a lease round at once and take them, instead of
+// at their next round (producers' notifications carry an empty payload).
+const LeasesReleased = "leases-released"
+
 // Migrate creates (or completes) the outbox table, its indexes and side tables. It is
 // idempotent and safe to run from several pods at once, for one table or for many
 // tables of one schema: the objects a whole schema shares (the schema itself and

@@ -56,7 +56,7 @@ func (r *Relay) loop(ctx, work context.Context) {
 			return
 		}
 		r.health.Beat()
-		if !time.Now().Before(r.nextRebalance) {
+		if r.leaseNews.Swap(false) || !time.Now().Before(r.nextRebalance) {
 			l.dropAhead() // it read under the leases this round may change
 			if err := r.rebalance(work); err != nil {
 				l.failed(ctx, "lease", err)
@@ -402,8 +402,12 @@ func (l *loopState) ok() {
 
 // idle waits after a turn with nothing to do: the pacer's wait (at most until the
 // next lease round), cut short by the stop signal or a NOTIFY (plus WakeLinger, so a
-// burst of commits costs one tick and read, not one per commit).
+// burst of commits costs one tick and read, not one per commit). Not at all when
+// another worker released shards: the lease round that takes them comes first.
 func (l *loopState) idle(ctx context.Context) {
+	if l.r.leaseNews.Load() {
+		return // a turn's tick drained the wake-up that came with it
+	}
 	d := l.pace.Idle()
 	if until := time.Until(l.r.nextRebalance); until < d {
 		d = max(until, 0)

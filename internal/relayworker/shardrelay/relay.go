@@ -16,6 +16,7 @@ package shardrelay
 import (
 	"context"
 	"database/sql"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -30,6 +31,7 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/publish"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/store"
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/startstop"
 )
 
@@ -74,8 +76,11 @@ type Relay struct {
 	brk    *brokerpause.State
 	status *store.StatusReporter
 
-	wake    chan struct{}
-	primary func(context.Context) (bool, error)
+	wake chan struct{}
+	// leaseNews: another worker released shards (wakeUp); the loop runs a lease
+	// round before its next turn.
+	leaseNews atomic.Bool
+	primary   func(context.Context) (bool, error)
 
 	// The loop's own state (loop.go): the leases and when each shard's lease was last
 	// renewed (worker clock, taken before the statement: the conservative side).
@@ -182,8 +187,13 @@ func (r *Relay) reportWorker(ctx context.Context) {
 	r.status.Beat(ctx, st.Up, st.Code)
 }
 
-// wakeUp asks the loop to read now (a NOTIFY, or the LISTEN connection is back).
-func (r *Relay) wakeUp() {
+// wakeUp asks the loop to read now (a NOTIFY, or the LISTEN connection is back),
+// and to run a lease round first when another worker released shards
+// (schema.LeasesReleased): they have no owner until a worker's round takes them.
+func (r *Relay) wakeUp(payload string) {
+	if payload == schema.LeasesReleased {
+		r.leaseNews.Store(true) // before the send: idle checks it before its select
+	}
 	select {
 	case r.wake <- struct{}{}:
 	default:

@@ -76,6 +76,7 @@ type opts struct {
 	maxAttempts int
 	grace       time.Duration
 	maxBytes    int64
+	poll        time.Duration // PollInterval (0: 100 ms)
 }
 
 type worker struct {
@@ -98,6 +99,9 @@ func start(t *testing.T, dsn, id string, o opts) *worker {
 	if o.maxAttempts == 0 {
 		o.maxAttempts = 100
 	}
+	if o.poll == 0 {
+		o.poll = 100 * time.Millisecond
+	}
 	if o.grace == 0 {
 		o.grace = time.Minute
 	}
@@ -117,7 +121,7 @@ func start(t *testing.T, dsn, id string, o opts) *worker {
 	m := metrics.New("test")
 	h := health.New(time.Minute)
 	r := shardrelay.New(shardrelay.Options{
-		Table: tb, DSN: dsn, WorkerID: id, BatchSize: o.batch, Lease: o.lease, PollInterval: 100 * time.Millisecond,
+		Table: tb, DSN: dsn, WorkerID: id, BatchSize: o.batch, Lease: o.lease, PollInterval: o.poll,
 		MaxAttempts: o.maxAttempts, Backoff: backoff.Policy{Min: 50 * time.Millisecond, Max: 500 * time.Millisecond},
 		UnknownTopicGrace: o.grace, ShutdownTimeout: 5 * time.Second, StatsInterval: 200 * time.Millisecond,
 	}, db, st, pub, m, h, logr.Discard())

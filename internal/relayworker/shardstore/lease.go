@@ -302,8 +302,21 @@ func (s *Store) release(ctx context.Context, l *Leases, give []Lease, q string) 
 		return out, fmt.Errorf("release shards: %w", err)
 	}
 	l.Drop(out...)
+	if len(out) > 0 {
+		// The released shards have no owner until a worker's lease round takes them:
+		// without this, the joining worker's next round (a poll interval later, or
+		// lease/3) while their events waited (issue 21's second-long stalls).
+		if _, err := s.db.ExecContext(ctx, announceReleaseSQL, schema.Channel(s.t), schema.LeasesReleased); err != nil {
+			return out, fmt.Errorf("announce released shards: %w", err)
+		}
+	}
 	return out, nil
 }
+
+// announceReleaseSQL wakes the table's other workers ($1 the channel, $2
+// schema.LeasesReleased) for a lease round. A statement of its own, after the
+// release committed: a listener acts on it at once, and the release is visible then.
+const announceReleaseSQL = `SELECT pg_notify($1, $2)`
 
 // leaseArrays splits leases into the shard and token arrays the statements unnest.
 func leaseArrays(ls []Lease) ([]int64, []string) {

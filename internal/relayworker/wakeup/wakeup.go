@@ -14,10 +14,11 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/metrics"
 )
 
-// Listen calls wake on every notification on channel until ctx ends. On reconnect it
-// calls wake once, since notifications sent while disconnected are gone. Connection
-// problems count outbox_relay_errors_total{stage="listen"}.
-func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log logr.Logger, wake func()) {
+// Listen calls wake with the payload of every notification on channel until ctx
+// ends. On reconnect it calls wake("") once, since notifications sent while
+// disconnected are gone. Connection problems count
+// outbox_relay_errors_total{stage="listen"}.
+func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log logr.Logger, wake func(payload string)) {
 	l := pq.NewListener(dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
@@ -26,7 +27,7 @@ func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log lo
 				log.V(1).Info("LISTEN connection problem; polling continues", "error", err.Error())
 			}
 		case pq.ListenerEventReconnected:
-			wake()
+			wake("")
 		}
 	})
 	defer l.Close()
@@ -38,8 +39,12 @@ func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log lo
 		select {
 		case <-ctx.Done():
 			return
-		case <-l.Notify:
-			wake()
+		case n := <-l.Notify:
+			payload := ""
+			if n != nil { // nil: pq's own note of a reconnect, reported above
+				payload = n.Extra
+			}
+			wake(payload)
 		}
 	}
 }
