@@ -374,6 +374,7 @@ func (r *Relay) deadline(shards []int16) time.Time {
 // (failover demoted the primary) or a database error.
 func (l *loopState) failed(ctx context.Context, stage string, err error) {
 	r := l.r
+	l.dropAhead() // read before the failure (a lost lease, a restarted server): read again
 	l.failures++
 	r.m.Errors.WithLabelValues(stage).Inc()
 	delay := r.cfg.Backoff.Delay(l.failures)

@@ -86,19 +86,17 @@ func seqName(t pgident.Table) string {
 // also says whether a tick looks needed (tickSQL's condition, against the newest tick
 // this statement sees), so an idle worker's Tick ends here without a transaction id.
 //
-// It makes the tick's commit asynchronous (synchronous_commit off for this
-// transaction): the tick lock is otherwise held through a WAL flush, and another
-// worker's tick waits behind it (measured with the NOTIFY trigger at 1,000 events/s:
-// 12 ms per lock statement). Durability is not lost: what makes a tick matter, an
-// advance naming it (lo_tick, hi_tick, the batch log), commits synchronously after
-// it, and its flush covers the tick's commit record, which comes earlier in the WAL.
-// A tick lost in a crash was seen only by reads whose advance never committed: their
-// events are read again (duplicates), from a later tick that takes its number.
+// The tick commits synchronously, though the tick lock is then held through a WAL
+// flush (another worker's tick waits behind it): an asynchronous tick is visible
+// before it is durable, so a PostgreSQL crash could lose a tick that a worker, which
+// survives the crash, has already read a window up to; after the restart a new tick
+// takes the lost one's number with a later snapshot, and that worker's advance
+// naming the number would move the cursor past rows it never read.
 func tickLockSQL(t pgident.Table) string {
 	return `SELECT s.v, s.v > nw.seq_before
        OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
 FROM (SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) AS v
-      FROM pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true)) s,
+      FROM pg_advisory_xact_lock(hashtext($1))) s,
      (SELECT seq_before, snap FROM ` + side(t, schema.TickSuffix) + ` ORDER BY tick DESC LIMIT 1) nw`
 }
 
