@@ -21,20 +21,7 @@ func v2ArchiveStatements(t pgident.Table) []string {
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + archive + ` (
     event_id           text        NOT NULL,
-    aggregate_type     text        NOT NULL,
-    aggregate_id       text        NOT NULL,
-    aggregate_version  bigint      NOT NULL,
-    event_type         text        NOT NULL,
-    event_version      int         NOT NULL,
-    destination        text        NOT NULL,
-    message_key        text        NOT NULL,
-    payload            jsonb       NOT NULL,
-    headers            jsonb       NULL,
-    created_at         timestamptz NOT NULL,
-    txid               xid8        NOT NULL,
-    seq                bigint      NOT NULL,
-    shard              smallint    NOT NULL,
-    state              text        NOT NULL CHECK (state IN ('` + ArchivePassed + `', '` + ArchiveDead + `')),
+` + eventCopyColumns + `    state              text        NOT NULL CHECK (state IN ('` + ArchivePassed + `', '` + ArchiveDead + `')),
     attempts           int         NULL,
     last_error_code    text        NULL,
     last_error_message text        NULL,
@@ -49,3 +36,21 @@ func v2ArchiveStatements(t pgident.Table) []string {
 			` (updated_at) WHERE state = '` + StatusDead + `'`,
 	}
 }
+
+// eventCopyColumns are the columns of a copy of a v2 event after its event_id (the
+// producer's columns, created_at, and where it sat: txid, seq, shard), shared by the
+// hold table and the archive; each line ends with a comma.
+const eventCopyColumns = `    aggregate_type     text        NOT NULL,
+    aggregate_id       text        NOT NULL,
+    aggregate_version  bigint      NOT NULL,
+    event_type         text        NOT NULL,
+    event_version      int         NOT NULL,
+    destination        text        NOT NULL,
+    message_key        text        NOT NULL,
+    payload            jsonb       NOT NULL,
+    headers            jsonb       NULL,
+    created_at         timestamptz NOT NULL,
+    txid               xid8        NOT NULL,
+    seq                bigint      NOT NULL,
+    shard              smallint    NOT NULL,
+`
