@@ -86,18 +86,30 @@ func seqName(t pgident.Table) string {
 // also says whether a tick looks needed (tickSQL's condition, against the newest tick
 // this statement sees), so an idle worker's Tick ends here without a transaction id.
 //
-// The tick commits synchronously, though the tick lock is then held through a WAL
-// flush (another worker's tick waits behind it): an asynchronous tick is visible
-// before it is durable, so a PostgreSQL crash could lose a tick that a worker, which
-// survives the crash, has already read a window up to; after the restart a new tick
-// takes the lost one's number with a later snapshot, and that worker's advance
-// naming the number would move the cursor past rows it never read.
+// The tick commits asynchronously (synchronous_commit off for its transaction): the
+// tick lock is not held through a WAL flush, and a caught-up turn waits for one flush
+// (its advance's), not two. An asynchronous tick is visible before it is durable, so a
+// PostgreSQL crash can lose a tick that a worker, which survives the crash, has read a
+// window up to; after the restart a new tick takes the lost one's number with a later
+// snapshot. The advance therefore names the tick by number and TickStamp and moves no
+// cursor when the tick of that number is another one (Advanced.Stale: read again). A
+// cursor that names a tick was written by a synchronous commit that saw the tick
+// committed, so its WAL flush made the tick durable too.
 func tickLockSQL(t pgident.Table) string {
 	return `SELECT s.v, s.v > nw.seq_before
        OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
 FROM (SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) AS v
-      FROM pg_advisory_xact_lock(hashtext($1))) s,
+      FROM pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true)) s,
      (SELECT seq_before, snap FROM ` + side(t, schema.TickSuffix) + ` ORDER BY tick DESC LIMIT 1) nw`
+}
+
+// TickStamp is the SQL of a tick's identity, from its at column (expr; the
+// recording transaction's start, in microseconds): a tick that took a lost tick's
+// number after a PostgreSQL crash started after the restart, so its stamp differs
+// (unless the server's clock went back across the restart to the very microsecond).
+// The read returns it with hi_tick and the advance checks it.
+func TickStamp(expr string) string {
+	return `(extract(epoch FROM ` + expr + `) * 1000000)::bigint`
 }
 
 // tickSQL records the tick ($1 seq_before) when it is needed (see Tick).
