@@ -6,6 +6,7 @@ package shardrelay
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/shardstore"
@@ -104,7 +105,12 @@ func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
 		moved[sh] = true
 		r.renewed[sh] = start
 	}
-	if lost := r.lostShards(b.Windows, moved); lost > 0 {
+	if len(out.Stale) > 0 {
+		// The tick the batch was read under is gone (a PostgreSQL crash lost it and a
+		// new tick took its number): nothing moved, the shards are read again.
+		r.log.Info("the tick the batch was read under was lost; the shards are read again", "shards", len(out.Stale))
+	}
+	if lost := r.lostShards(b.Windows, moved, out.Stale); lost > 0 {
 		r.log.Info("lease lost before the advance; another worker owns the shards", "events", lost)
 	}
 	r.countBatch(b.Events, results, adv.Holds, moved)
@@ -112,10 +118,12 @@ func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
 }
 
 // lostShards drops the batch's shards the advance did not move (their leases were
-// taken over) and counts their events in outbox_mark_fenced_total.
-func (r *Relay) lostShards(ws []shardstore.Window, moved map[int16]bool) (events int) {
+// taken over), except the stale ones (their tick was lost; the lease may still be
+// the worker's: the next advance's fence says), and counts their events in
+// outbox_mark_fenced_total.
+func (r *Relay) lostShards(ws []shardstore.Window, moved map[int16]bool, stale []int16) (events int) {
 	for _, w := range ws {
-		if !moved[w.Shard] {
+		if !moved[w.Shard] && !slices.Contains(stale, w.Shard) {
 			r.leases.Drop(w.Shard)
 			delete(r.renewed, w.Shard)
 			events += w.Events

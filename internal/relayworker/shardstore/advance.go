@@ -27,9 +27,9 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 		return Advanced{}, fmt.Errorf("advance: %d partitions, %d offsets and %d seqs", len(a.Partitions), len(a.Offsets), len(a.Seqs))
 	}
 	n := len(a.Windows)
-	shards, tokens, last, hi, done := make([]int64, n), make([]string, n), make([]int64, n), make([]int64, n), make([]bool, n)
+	shards, tokens, last, hi, stamps, done := make([]int64, n), make([]string, n), make([]int64, n), make([]int64, n), make([]int64, n), make([]bool, n)
 	for i, w := range a.Windows {
-		shards[i], tokens[i], last[i], hi[i], done[i] = int64(w.Shard), w.Token, w.Last, w.HiTick, w.Done
+		shards[i], tokens[i], last[i], hi[i], stamps[i], done[i] = int64(w.Shard), w.Token, w.Last, w.HiTick, w.HiStamp, w.Done
 	}
 	m := len(a.Holds)
 	ids, states, attempts, delays, codes, msgs := make([]string, m), make([]string, m), make([]int64, m), make([]int64, m), make([]string, m), make([]string, m)
@@ -47,40 +47,49 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 		parts[i] = int64(p)
 	}
 	var out Advanced
-	var moved pq.Int64Array
+	var moved, stale pq.Int64Array
 	err := s.db.QueryRowContext(ctx, advanceSQL(s.t), s.workerID, s.interval(),
 		pq.Array(shards), pq.Array(tokens), pq.Array(last), pq.Array(hi), pq.Array(done),
 		pq.Array(parts), pq.Array(a.Offsets),
 		pq.Array(ids), pq.Array(states), pq.Array(attempts), pq.Array(delays), pq.Array(codes), pq.Array(msgs), pq.Array(a.Seqs),
-	).Scan(&moved, &out.Holds, &out.Batch)
+		pq.Array(stamps),
+	).Scan(&moved, &stale, &out.Holds, &out.Batch)
 	if err != nil {
 		return Advanced{}, fmt.Errorf("advance %s: %w", s.t, err)
 	}
 	for _, sh := range moved {
 		out.Shards = append(out.Shards, int16(sh))
 	}
+	for _, sh := range stale {
+		out.Stale = append(out.Stale, int16(sh))
+	}
 	return out, nil
 }
 
 // advanceSQL: $1 the worker id, $2 the lease; per window $3 shard, $4 token, $5 last
-// seq, $6 hi tick, $7 done; per published event $8 partition, $9 offset, $16 seq; per
+// seq, $6 hi tick, $17 its TickStamp, $7 done; per published event $8 partition, $9 offset, $16 seq; per
 // hold row $10 event id, $11 state, $12 attempts, $13 retry delay (ms), $14 code, $15
 // message. The seqs (8 bytes an event before compression) map an event to its
 // partition and offset (kubectl outbox trace): the batch log's arrays are parallel.
 // A done window closes (lo_tick = hi, pos NULL); another keeps its lo and goes on
-// after pos against the fixed hi. The hold rows copy the outbox row by event id, and
+// after pos against the fixed hi. A window moves only while its hi tick is the one it
+// was read under (number and stamp: ticks commit asynchronously, tickLockSQL says
+// why); the others are returned as stale. The hold rows copy the outbox row by event id, and
 // only for a shard that moved; ON CONFLICT keeps a row that is already there (the
 // event was held before: its state is newer than this batch's).
 func advanceSQL(t pgident.Table) string {
 	return `WITH u AS (
-    SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(shard, token, last_seq, hi_tick, done)
+    SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[], $17::bigint[])
+        AS u(shard, token, last_seq, hi_tick, done, hi_stamp)
+), ok AS (
+    SELECT u.* FROM u JOIN ` + side(t, schema.TickSuffix) + ` k ON k.tick = u.hi_tick AND ` + TickStamp(`k.at`) + ` = u.hi_stamp
 ), adv AS (
     UPDATE ` + side(t, schema.ShardSuffix) + ` s
     SET lo_tick = CASE WHEN u.done THEN u.hi_tick ELSE s.lo_tick END,
         hi_tick = CASE WHEN u.done THEN NULL ELSE u.hi_tick END,
         pos = CASE WHEN u.done THEN NULL ELSE u.last_seq END,
         lease_until = now() + $2::interval
-    FROM u
+    FROM ok u
     WHERE s.shard = u.shard AND s.owner = u.token
     RETURNING s.shard, u.last_seq, u.hi_tick
 ), held AS (
@@ -103,5 +112,6 @@ func advanceSQL(t pgident.Table) string {
     RETURNING batch
 )
 SELECT COALESCE((SELECT array_agg(shard ORDER BY shard) FROM adv), '{}'),
+       COALESCE((SELECT array_agg(shard ORDER BY shard) FROM u WHERE shard NOT IN (SELECT shard FROM ok)), '{}'),
        (SELECT count(*) FROM held), COALESCE((SELECT batch FROM log), 0)`
 }

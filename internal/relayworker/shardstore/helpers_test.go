@@ -174,7 +174,7 @@ func (w *worker) publishAndAdvance(b Batch) (Batch, Advanced) {
 	if err != nil {
 		w.f.t.Fatal(err)
 	}
-	w.leases.Drop(lost(b.Windows, adv.Shards)...)
+	w.leases.Drop(lost(b.Windows, append(adv.Shards, adv.Stale...))...)
 	w.next = b.Next
 	return b, adv
 }

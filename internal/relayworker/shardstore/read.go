@@ -80,7 +80,7 @@ func (s *Store) readRows(ctx context.Context, tokens []string, from int16, limit
 		var id, aggType, aggID, evType, dest, key, payload sql.NullString
 		var evVersion sql.NullInt32
 		var created sql.NullTime
-		if err := rows.Scan(&e.Shard, &e.Token, &e.HiTick, &seq, &id, &aggType, &aggID, &version, &evType, &evVersion,
+		if err := rows.Scan(&e.Shard, &e.Token, &e.HiTick, &e.HiStamp, &seq, &id, &aggType, &aggID, &version, &evType, &evVersion,
 			&dest, &key, &payload, &e.Headers, &created, &ageUS, &e.Held); err != nil {
 			_ = s.dropReadConn()
 			return nil, fmt.Errorf("read %s: scan: %w", s.t, err)
@@ -161,11 +161,11 @@ func readSQL(t pgident.Table, n int) string {
 	tick := side(t, schema.TickSuffix)
 	hold := side(t, schema.HoldSuffix)
 	ns := strconv.Itoa(n)
-	return `WITH nw AS (SELECT tick, snap, seq_after FROM ` + tick + ` ORDER BY tick DESC LIMIT 1),
+	return `WITH nw AS (SELECT tick, snap, seq_after, at FROM ` + tick + ` ORDER BY tick DESC LIMIT 1),
 w AS (
     SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
-           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq, ` + TickStamp(`COALESCE(fx.at, nw.at)`) + ` AS hi_stamp
     FROM ` + side(t, schema.ShardSuffix) + ` s
     JOIN ` + tick + ` lo ON lo.tick = s.lo_tick
     LEFT JOIN ` + tick + ` fx ON fx.tick = s.hi_tick
@@ -173,7 +173,7 @@ w AS (
     WHERE s.owner = ANY ($1::text[])
     ORDER BY (s.shard - $3::int + ` + ns + `) % ` + ns + `
 )
-SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (extract(epoch FROM now() - e.created_at) * 1e6)::bigint,
        e.seq IS NOT NULL AND EXISTS (SELECT FROM ` + hold + ` h

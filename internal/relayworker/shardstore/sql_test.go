@@ -14,13 +14,13 @@ import (
 func TestStatementsMatchGoldenFiles(t *testing.T) {
 	tb := pgident.Table{Schema: "public", Name: "outbox_event"}
 	golden.Statements(t, []golden.Statement{
-		{Name: "tick_lock", About: "Tick, 1st statement: $1 the tick lock's key; returns seq_before and whether a tick looks needed", SQL: tickLockSQL(tb)},
+		{Name: "tick_lock", About: "Tick, 1st statement: $1 the tick lock's key; returns seq_before and whether a tick looks needed; the tick commits asynchronously", SQL: tickLockSQL(tb)},
 		{Name: "tick", About: "Tick, 2nd statement: $1 seq_before; records the tick only when needed", SQL: tickSQL(tb)},
-		{Name: "tick_close_idle", About: "Tick, 3rd statement: $1 close empty windows whose lo_tick is below it", SQL: closeIdleSQL(tb)},
-		{Name: "tick_trim", About: "Tick, 4th statement: trim the ticks below every lo_tick", SQL: trimTicksSQL(tb)},
+		{Name: "tick_close_idle", About: "Tick, after its commit on every IdleTicks-th tick: $1 close empty windows whose lo_tick is below it (asynchronous commit)", SQL: closeIdleSQL(tb)},
+		{Name: "tick_trim", About: "Tick, after the idle close: trim the ticks below every lo_tick (asynchronous commit)", SQL: trimTicksSQL(tb)},
 		{Name: "read", About: "Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard",
 			SQL: readSQL(tb, schema.DefaultShards)},
-		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9 and $16 (seqs); hold rows $10-$15", SQL: advanceSQL(tb)},
+		{Name: "advance", About: "Advance: $1 worker, $2 lease; windows $3-$7 and $17 (hi ticks' stamps); published $8-$9 and $16 (seqs); hold rows $10-$15", SQL: advanceSQL(tb)},
 		{Name: "due_holds", About: "DueHolds: $1 tokens, $2 how many", SQL: dueHoldsSQL(tb)},
 		{Name: "settle", About: "Settle: per row $1 event id, $2 token, $3 delete, $4 state, $5 count, $6 delay ms, $7 code, $8 message, $9 logged, $10 partition, $11 offset; $12 worker", SQL: settleSQL(tb)},
 		{Name: "heartbeat", About: "Heartbeat: $1 worker id", SQL: heartbeatSQL(tb)},

@@ -3,6 +3,8 @@ package shardstore
 import (
 	"fmt"
 	"testing"
+
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // Ticks are recorded only when needed, idle windows are closed after IdleTicks ticks,
@@ -39,4 +41,50 @@ func TestTickRecordsOnlyWhenNeededAndTrims(t *testing.T) {
 		t.Fatalf("published %d", len(w.published))
 	}
 	f.checkDelivery(w.published)
+}
+
+// A PostgreSQL crash can lose an asynchronously committed tick that a surviving
+// worker read a window up to; after the restart a new tick takes its number with a
+// later snapshot. Simulated here: the tick row is deleted and another with the same
+// number, a later snapshot and a later at is inserted, after a second event of the
+// same shard committed. The advance of the batch read under the lost tick must move
+// nothing (without the stamp check it closes the window at the new tick and the
+// second event, never read, is skipped); it reports the shard stale, not lost, and
+// the next read returns both events.
+func TestAdvanceNamingARenumberedTickMovesNothing(t *testing.T) {
+	f := newFixture(t, 1)
+	w := f.worker("w1")
+	w.rebalance()
+	aggs := f.sameShard(1)
+	f.insert(f.db, "e1", aggs[0], 1)
+	tick, rec, err := w.st.Tick(ctx)
+	if err != nil || !rec {
+		t.Fatalf("tick: %d %v %v", tick, rec, err)
+	}
+	b, err := w.st.Read(ctx, w.leases.Tokens(), 0, 100)
+	if err != nil || len(b.Events) != 1 || b.Windows[0].HiTick != tick {
+		t.Fatalf("read under tick %d: %+v, %v", tick, b, err)
+	}
+	f.insert(f.db, "e2", aggs[0], 2)
+	if _, err := f.db.Exec(`DELETE FROM ob_tick WHERE tick = $1`, tick); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(`INSERT INTO ob_tick (tick, snap, snap_xmax, seq_before, seq_after, at)
+SELECT $1, ts.snap, pg_snapshot_xmax(ts.snap), (SELECT last_value FROM ob_seq), (SELECT last_value FROM ob_seq),
+       now() + interval '1 second'
+FROM (SELECT `+schema.TickSnapshot+` AS snap) ts`, tick); err != nil {
+		t.Fatal(err)
+	}
+	adv, err := w.st.Advance(ctx, Advance{Windows: b.Windows, Partitions: []int32{0}, Offsets: []int64{1}, Seqs: []int64{b.Events[0].Seq}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(adv.Shards) != 0 || len(adv.Stale) != 1 || adv.Stale[0] != b.Windows[0].Shard || adv.Batch != 0 {
+		t.Fatalf("advance naming the lost tick: moved %v, stale %v, batch %d; want nothing moved, shard %d stale",
+			adv.Shards, adv.Stale, adv.Batch, b.Windows[0].Shard)
+	}
+	if w.leases.Len() != 1 {
+		t.Fatalf("a stale shard's lease was dropped: %d held", w.leases.Len())
+	}
+	wantRead(t, w, "after the stale advance", "e1", "e2")
 }

@@ -19,8 +19,11 @@ type Event struct {
 	Shard int16
 	// Seq is the insert sequence number: the order within a shard's window.
 	Seq int64
-	// HiTick is the tick the shard's window was read against.
-	HiTick int64
+	// HiTick is the tick the shard's window was read against, and HiStamp that tick's
+	// identity (TickStamp): the advance moves the cursor only while the tick of that
+	// number is still the one read under.
+	HiTick  int64
+	HiStamp int64
 	// Token is the lease token the shard was read under; the advance and any hold
 	// row of the event are fenced by it.
 	Token string
@@ -39,9 +42,10 @@ func (e *Event) Key() AggregateKey { return AggregateKey{e.AggregateType, e.Aggr
 // Window is one shard's part of a batch: where its cursor goes once the batch's
 // events are published (or in the hold table).
 type Window struct {
-	Shard  int16
-	Token  string
-	HiTick int64
+	Shard   int16
+	Token   string
+	HiTick  int64
+	HiStamp int64 // HiTick's identity (TickStamp)
 	// Last is the seq of the shard's last event in the batch (0: none, only the
 	// sentinel that closes a window read in parts).
 	Last int64
@@ -101,6 +105,11 @@ type Advanced struct {
 	// others' leases are lost, their events will be read again by their new owner,
 	// and the worker must stop publishing them.
 	Shards []int16
+	// Stale are the shards of Shards' complement whose HiTick is no longer the tick
+	// read under (HiStamp differs: a PostgreSQL crash lost an asynchronously
+	// committed tick and a new one took its number). Their leases are not lost: the
+	// worker reads them again.
+	Stale []int16
 	// Holds is how many hold rows were written.
 	Holds int
 	// Batch is the batch log row's id (0 when no shard moved).

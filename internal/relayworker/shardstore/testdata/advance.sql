@@ -1,13 +1,16 @@
--- Advance: $1 worker, $2 lease; windows $3-$7; published $8-$9 and $16 (seqs); hold rows $10-$15
+-- Advance: $1 worker, $2 lease; windows $3-$7 and $17 (hi ticks' stamps); published $8-$9 and $16 (seqs); hold rows $10-$15
 WITH u AS (
-    SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[]) AS u(shard, token, last_seq, hi_tick, done)
+    SELECT * FROM unnest($3::smallint[], $4::text[], $5::bigint[], $6::bigint[], $7::bool[], $17::bigint[])
+        AS u(shard, token, last_seq, hi_tick, done, hi_stamp)
+), ok AS (
+    SELECT u.* FROM u JOIN "public"."outbox_event_tick" k ON k.tick = u.hi_tick AND (extract(epoch FROM k.at) * 1000000)::bigint = u.hi_stamp
 ), adv AS (
     UPDATE "public"."outbox_event_shard" s
     SET lo_tick = CASE WHEN u.done THEN u.hi_tick ELSE s.lo_tick END,
         hi_tick = CASE WHEN u.done THEN NULL ELSE u.hi_tick END,
         pos = CASE WHEN u.done THEN NULL ELSE u.last_seq END,
         lease_until = now() + $2::interval
-    FROM u
+    FROM ok u
     WHERE s.shard = u.shard AND s.owner = u.token
     RETURNING s.shard, u.last_seq, u.hi_tick
 ), held AS (
@@ -30,4 +33,5 @@ WITH u AS (
     RETURNING batch
 )
 SELECT COALESCE((SELECT array_agg(shard ORDER BY shard) FROM adv), '{}'),
+       COALESCE((SELECT array_agg(shard ORDER BY shard) FROM u WHERE shard NOT IN (SELECT shard FROM ok)), '{}'),
        (SELECT count(*) FROM held), COALESCE((SELECT batch FROM log), 0)

@@ -1,9 +1,9 @@
 -- Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard
-WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
+WITH nw AS (SELECT tick, snap, seq_after, at FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
 w AS (
     SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
-           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq
+           COALESCE(fx.seq_after, nw.seq_after) AS hi_seq, (extract(epoch FROM COALESCE(fx.at, nw.at)) * 1000000)::bigint AS hi_stamp
     FROM "public"."outbox_event_shard" s
     JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
     LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = s.hi_tick
@@ -11,7 +11,7 @@ w AS (
     WHERE s.owner = ANY ($1::text[])
     ORDER BY (s.shard - $3::int + 256) % 256
 )
-SELECT w.shard, w.owner, w.hi_tick, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (extract(epoch FROM now() - e.created_at) * 1e6)::bigint,
        e.seq IS NOT NULL AND EXISTS (SELECT FROM "public"."outbox_event_hold" h

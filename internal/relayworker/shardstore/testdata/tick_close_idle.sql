@@ -1,7 +1,8 @@
--- Tick, 3rd statement: $1 close empty windows whose lo_tick is below it
-WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1)
+-- Tick, after its commit on every IdleTicks-th tick: $1 close empty windows whose lo_tick is below it (asynchronous commit)
+WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
+durability AS (SELECT set_config('synchronous_commit', 'off', true) AS v)
 UPDATE "public"."outbox_event_shard" s SET lo_tick = nw.tick
-FROM nw, "public"."outbox_event_tick" lo
+FROM nw, durability, "public"."outbox_event_tick" lo
 WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
   AND NOT EXISTS (SELECT FROM pg_snapshot_xip(lo.snap) AS en(id)
                   WHERE pg_visible_in_snapshot(en.id, nw.snap)
