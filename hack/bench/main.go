@@ -22,8 +22,9 @@ var (
 	rates    = flag.String("rates", "1000,5000", "producer rates of the latency runs (events/s)")
 	duration = flag.Duration("duration", 20*time.Second, "measured part of each latency run")
 	warmup   = flag.Duration("warmup", 3*time.Second, "unmeasured start of each latency run")
-	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, consumers")
-	peers    = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill (Watermill's defaults), "+
+	runsFlag = flag.String("runs", "limits,drain,latency,consumers", "which runs: limits (statements alone, broker alone), drain, latency, "+
+		"latency-longtx (relay and relay-v2 at -longtx-rate without and with an open write transaction in another database), consumers")
+	peers = flag.String("peers", "relay,cdc,watermill,v1", "peers: relay (polling), cdc (the relay in LogicalReplication mode), watermill (Watermill's defaults), "+
 		"watermill-tuned (batch size and poll interval of the relay's drain flags), v1 (a straightforward v1 relay, drain only), relay-v2 (the relay on a table of contract v2)")
 	fsync   = flag.Bool("fsync", true, "PostgreSQL fsync (durable commits, as in production)")
 	profile = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
@@ -67,7 +68,7 @@ func benchmark() error {
 		return fmt.Errorf("-duration %s / -warmup %s: want a positive duration and a non-negative warm-up", *duration, *warmup)
 	}
 	for _, list := range []struct{ flag, value, known string }{
-		{"-runs", *runsFlag, "limits,drain,latency,consumers"}, {"-peers", *peers, "relay,cdc,watermill,watermill-tuned,v1,relay-v2"},
+		{"-runs", *runsFlag, "limits,drain,latency,latency-longtx,consumers"}, {"-peers", *peers, "relay,cdc,watermill,watermill-tuned,v1,relay-v2"},
 	} {
 		for _, v := range strings.Split(list.value, ",") {
 			if !has(list.known, v) {
@@ -106,6 +107,11 @@ func benchmark() error {
 	}
 	if has(*runsFlag, "latency") {
 		if err := latencies(s); err != nil {
+			return err
+		}
+	}
+	if has(*runsFlag, "latency-longtx") {
+		if err := latencyLongTx(s); err != nil {
 			return err
 		}
 	}
