@@ -333,6 +333,7 @@ func latencies(s *stack) error {
 		}
 	}
 	fmt.Println("  idle st/s: statements per worker per second over 10 s with nothing to send (pg_stat_statements)")
+	fmt.Printf("  load avg at the end: %s\n\n", loadAvg())
 	return nil
 }
 
