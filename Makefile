@@ -91,9 +91,9 @@ bench: postgres ## Black-box benchmark: relayworker processes vs Watermill's for
 	go run ./hack/bench $(BENCH_ARGS)
 
 .PHONY: bench-large
-bench-large: postgres ## The large variants: a 1,000,000-event drain, and a 100k drain behind 1,000,000 SENT rows of history.
-	go run ./hack/bench -runs drain -peers relay -events 1000000
-	go run ./hack/bench -runs drain -peers relay -history 1000000
+bench-large: postgres ## The large variants, relay and relay-v2: a 1,000,000-event drain, and a 100k drain behind 1,000,000 rows of history.
+	go run ./hack/bench -runs drain -peers relay,relay-v2 -events 1000000
+	go run ./hack/bench -runs drain -peers relay,relay-v2 -history 1000000
 
 .PHONY: bench-operator
 bench-operator: postgres envtest ## Black-box benchmark of one manager with 50 and 500 pipelines on one database (kube-apiserver + etcd, RBAC user, leader election): reconcile time, idle API requests, CPU, memory, connections; prints a table.

@@ -3,6 +3,8 @@
 // PostgreSQL schema and offsets adapter, watermill-kafka v3 publisher with acks=all and
 // the key from metadata). Rows carry Watermill's forwarder envelope; the metadata holds
 // the same headers our relay sends, so both put the same bytes on the wire.
+// watermill-tuned is the same forwarder tuned as a user tuning it for throughput
+// would: the relay's batch size and poll interval (drainFlags), nothing else changed.
 
 package main
 
@@ -18,10 +20,32 @@ const wmTopic = "outbox"
 
 type watermillPeer struct {
 	bin   string
-	table string // quoted, as `wmforward init` printed it
+	label string
+	flags []string // extra `wmforward forward` flags
+	table string   // quoted, as `wmforward init` printed it
 }
 
-func (p *watermillPeer) name() string { return "watermill" }
+func (s *stack) watermill() *watermillPeer { return &watermillPeer{bin: s.peerBin, label: "watermill"} }
+
+// watermillTuned: SubscribeBatchSize = the relay's --batch-size, PollInterval = its
+// --poll-interval (drain settings), everything else as the default peer.
+func (s *stack) watermillTuned() *watermillPeer {
+	return &watermillPeer{bin: s.peerBin, label: "watermill-tuned",
+		flags: []string{"--subscribe-batch-size", flagValue(drainFlags, "--batch-size"),
+			"--poll-interval", flagValue(drainFlags, "--poll-interval")}}
+}
+
+// flagValue is the value after name in flags ("" when absent).
+func flagValue(flags []string, name string) string {
+	for i := 0; i+1 < len(flags); i++ {
+		if flags[i] == name {
+			return flags[i+1]
+		}
+	}
+	return ""
+}
+
+func (p *watermillPeer) name() string { return p.label }
 
 func (p *watermillPeer) setup(dsn string) error {
 	out, err := run(p.bin, "init", "--dsn", dsn, "--outbox-topic", wmTopic)
@@ -85,8 +109,8 @@ func (p *watermillPeer) load(db *sql.DB, w *workload) error {
 func (p *watermillPeer) start(_, relayDSN, brokers string, n int) ([]*proc, error) {
 	var ps []*proc
 	for i := 0; i < n; i++ {
-		pr, err := spawn(fmt.Sprintf("wmforward %d", i), p.bin, nil, "forward", "--dsn", relayDSN,
-			"--brokers", brokers, "--outbox-topic", wmTopic)
+		args := append([]string{"forward", "--dsn", relayDSN, "--brokers", brokers, "--outbox-topic", wmTopic}, p.flags...)
+		pr, err := spawn(fmt.Sprintf("wmforward %d", i), p.bin, nil, args...)
 		if err != nil {
 			return ps, err
 		}

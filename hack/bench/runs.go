@@ -30,6 +30,8 @@ type drainResult struct {
 	top            []stmtStat
 	cpu            cpuSample
 	stages         string
+	wal            int64 // bytes of WAL the cluster wrote during the drain
+	updDel         int64 // n_tup_upd + n_tup_del of the peer's table during the drain
 }
 
 func (r drainResult) rate() float64 { return float64(r.events) / r.secs }
@@ -48,7 +50,11 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	defer db.Close()
 	defer s.dropSlots(dbName(super)) // after the workers stopped (deferred later, run earlier)
 	if history > 0 {
-		if err := loadHistory(db, tag, history); err != nil {
+		hp, ok := p.(historyPeer)
+		if !ok {
+			return res, fmt.Errorf("-history: peer %s cannot hold history", p.name())
+		}
+		if err := hp.loadHistory(db, tag, history); err != nil {
 			return res, err
 		}
 	}
@@ -71,6 +77,10 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	if err := s.resetStatements(); err != nil {
 		return res, err
 	}
+	m, err := s.startTableMeter(db, p)
+	if err != nil {
+		return res, err
+	}
 	t0 := time.Now()
 	ps, err := p.start(super, relayDSN, s.brokers, workers)
 	defer stopAll(ps)
@@ -84,6 +94,9 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	}
 	res.secs = time.Since(t0).Seconds()
 	res.cpu = s.sampleCPU(ps).since(cpu0)
+	if res.wal, err = m.walSince(); err != nil {
+		return res, err
+	}
 	if rp, ok := p.(*relayPeer); ok {
 		res.stages = rp.stages()
 	} else if rp, ok := p.(*relayV2Peer); ok {
@@ -91,6 +104,9 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	}
 	s.prof.finish(p, tag)
 	stopAll(ps)
+	if res.updDel, err = m.writesSince(); err != nil { // after the workers' backends exited
+		return res, err
+	}
 	calls, err := s.statements(dbName(super))
 	if err != nil {
 		return res, err
@@ -124,20 +140,6 @@ func waitDrained(c *consumer, p peer, db *sql.DB, ps []*proc, timeout time.Durat
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-}
-
-// loadHistory fills the table with SENT rows, as a table that has run for a while
-// and not been archived yet holds.
-func loadHistory(db *sql.DB, tag string, n int) error {
-	_, err := db.Exec(`INSERT INTO public.outbox_event (`+relayCols+`, status, sent_at, created_at, next_retry_at)
-SELECT $1 || '-h' || g, 'order', 'hist-' || (g % 10000), g, 'order.changed', 'history', 'hist-' || (g % 10000),
-       jsonb_build_object('id', g, 'note', repeat('x', 250)), NULL, 'SENT', now() - interval '1 hour',
-       now() - interval '2 hours', now() - interval '2 hours'
-FROM generate_series(1, $2) g`, tag, n)
-	if err != nil {
-		return fmt.Errorf("load history: %w", err)
-	}
-	return nil
 }
 
 // prepareTable runs what the issue prescribes before workers start.

@@ -6,6 +6,7 @@
 //	wmforward init    --dsn DSN --outbox-topic NAME
 //	wmforward forward --dsn DSN --brokers host:port[,host:port] --outbox-topic NAME
 //	                  [--consumer-group G] [--metrics-addr ADDR]
+//	                  [--subscribe-batch-size N] [--poll-interval D]
 //
 // init creates the messages and offsets tables and prints the quoted messages table
 // name on stdout. forward runs until SIGINT/SIGTERM and exits 0. Bad flags exit 2 with
@@ -28,6 +29,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/IBM/sarama"
 	"github.com/ThreeDotsLabs/watermill"
@@ -39,7 +41,8 @@ import (
 )
 
 const usage = "usage: wmforward init --dsn DSN --outbox-topic NAME | " +
-	"wmforward forward --dsn DSN --brokers HOST:PORT[,...] --outbox-topic NAME [--consumer-group G] [--metrics-addr ADDR]"
+	"wmforward forward --dsn DSN --brokers HOST:PORT[,...] --outbox-topic NAME [--consumer-group G] [--metrics-addr ADDR] " +
+	"[--subscribe-batch-size N] [--poll-interval D]"
 
 // KeyMetadata is the message metadata field whose value becomes the Kafka record key.
 const KeyMetadata = "key"
@@ -68,6 +71,10 @@ func main() {
 
 type options struct {
 	dsn, brokers, topic, group, metricsAddr string
+	// The two knobs a user tuning the forwarder for throughput turns; 0 keeps
+	// Watermill's defaults (100 rows per SELECT, 1 s PollInterval).
+	batchSize    int
+	pollInterval time.Duration
 }
 
 func run(args []string, stdout io.Writer) error {
@@ -87,6 +94,8 @@ func run(args []string, stdout io.Writer) error {
 		fs.StringVar(&o.brokers, "brokers", "", "comma-separated Kafka bootstrap brokers")
 		fs.StringVar(&o.group, "consumer-group", "wmforward", "watermill-sql consumer group (row in the offsets table)")
 		fs.StringVar(&o.metricsAddr, "metrics-addr", "", "serve Prometheus text metrics on ADDR/metrics")
+		fs.IntVar(&o.batchSize, "subscribe-batch-size", 0, "rows per SELECT (DefaultPostgreSQLSchema.SubscribeBatchSize); 0: Watermill's default, 100")
+		fs.DurationVar(&o.pollInterval, "poll-interval", 0, "sleep after a SELECT that found nothing (SubscriberConfig.PollInterval); 0: Watermill's default, 1s")
 	}
 	if err := fs.Parse(args[1:]); err != nil {
 		return usageError{err.Error()}
@@ -102,6 +111,8 @@ func run(args []string, stdout io.Writer) error {
 		return usageError{fmt.Sprintf("--outbox-topic %q: watermill-sql allows only %s", o.topic, topicName)}
 	case cmd == "forward" && o.brokers == "":
 		return usageError{"--brokers is required"}
+	case o.batchSize < 0 || o.pollInterval < 0:
+		return usageError{fmt.Sprintf("--subscribe-batch-size %d / --poll-interval %s: want 0 (Watermill's default) or more", o.batchSize, o.pollInterval)}
 	}
 
 	// Watermill's own std logger at INFO (Debug and Trace loggers nil) on stderr,
@@ -117,12 +128,13 @@ func run(args []string, stdout io.Writer) error {
 
 	sub, err := wsql.NewSubscriber(wsql.BeginnerFromStdSQL(db), wsql.SubscriberConfig{
 		ConsumerGroup:    o.group,
-		SchemaAdapter:    wsql.DefaultPostgreSQLSchema{},
+		SchemaAdapter:    wsql.DefaultPostgreSQLSchema{SubscribeBatchSize: o.batchSize},
 		OffsetsAdapter:   wsql.DefaultPostgreSQLOffsetsAdapter{},
 		InitializeSchema: true,
-		// Everything else at Watermill's defaults: PollInterval 1s (sleep after an empty
-		// SELECT), ResendInterval 1s (after a nack), RetryInterval 1s (after an error),
-		// AckDeadline 30s, batch size 100 rows per SELECT (DefaultPostgreSQLSchema).
+		PollInterval:     o.pollInterval,
+		// Everything else at Watermill's defaults: ResendInterval 1s (after a nack),
+		// RetryInterval 1s (after an error), AckDeadline 30s; with the two flags unset,
+		// PollInterval 1s (sleep after an empty SELECT) and 100 rows per SELECT.
 	}, logger)
 	if err != nil {
 		return err

@@ -95,6 +95,12 @@ func TestForwardEndToEnd(t *testing.T) {
 	if code := exitCode(exec.Command(wmBinary, "forward", "--dsn", pgDSN)); code != 2 {
 		t.Fatalf("missing flags: exit %d, want 2", code)
 	}
+	for _, bad := range [][]string{{"--subscribe-batch-size", "-1"}, {"--poll-interval", "-1s"}, {"--poll-interval", "soon"}} {
+		args := append([]string{"forward", "--dsn", pgDSN, "--brokers", brokers, "--outbox-topic", "outbox"}, bad...)
+		if code := exitCode(exec.Command(wmBinary, args...)); code != 2 {
+			t.Fatalf("%v: exit %d, want 2", bad, code)
+		}
+	}
 
 	db, err := sql.Open("postgres", pgDSN)
 	if err != nil {
