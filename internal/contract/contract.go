@@ -143,6 +143,16 @@ const (
 	DefaultShards  = 256
 )
 
+// The knobs of `migrate --contract v2` on a v1 table (docs/contract-v2.md, "As built:
+// upgrading a v1 table"); the operator renders neither, and internal/schema has their
+// defaults and bounds.
+const (
+	FlagUpgradeLockTimeout = "upgrade-lock-timeout"
+	EnvUpgradeLockTimeout  = "OUTBOX_UPGRADE_LOCK_TIMEOUT"
+	FlagUpgradeChunkRows   = "upgrade-chunk-rows"
+	EnvUpgradeChunkRows    = "OUTBOX_UPGRADE_CHUNK_ROWS"
+)
+
 // Arg renders --flag=value: a value starting with '-' is never read as a flag.
 func Arg(flag, value string) string { return "--" + flag + "=" + value }
 

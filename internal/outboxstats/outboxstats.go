@@ -91,7 +91,10 @@ func Read(ctx context.Context, db *sql.DB, t pgident.Table) (Stats, error) {
 // otherwise it is detected first (and cached after a successful read).
 func read(ctx context.Context, db *sql.DB, t pgident.Table, c schema.Contract, known bool) (Stats, error) {
 	var s Stats
-	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	// REPEATABLE READ: the statements of a v2 read must see one snapshot. Under READ
+	// COMMITTED a batch's advance committing between the window count and the hold
+	// count could count its held events twice (a gauge read 4 pending for 2 events once).
+	tx, err := db.BeginTx(ctx, &sql.TxOptions{ReadOnly: true, Isolation: sql.LevelRepeatableRead})
 	if err != nil {
 		return s, classify(t, err)
 	}

@@ -88,6 +88,9 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", t, err)
 	}
+	if err := errors.Join(ValidUpgradeChunk(opts.upgradeChunk()), ValidUpgradeLockTimeout(opts.upgradeLockTimeout())); err != nil {
+		return fmt.Errorf("migrate %s: %w", t, err)
+	}
 	if err := MigrateShared(ctx, db, t.Schema, SharedStatements(t.Schema)); err != nil {
 		return fmt.Errorf("migrate %s: %w", t, err)
 	}
@@ -108,7 +111,7 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	case ContractNone:
 	case ContractV1:
 		// The upgrade's DDL includes V2Statements.
-		if err := startUpgrade(ctx, tx, t, n); err != nil {
+		if err := startUpgrade(ctx, tx, t, n, opts.upgradeLockTimeout()); err != nil {
 			return fmt.Errorf("migrate %s: %w", t, err)
 		}
 		stmts = nil

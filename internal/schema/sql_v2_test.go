@@ -31,7 +31,7 @@ func TestV2StatementsMatchGoldenFiles(t *testing.T) {
 
 // upgradeStartWithoutV2 is upgradeStartStatements less the V2Statements in it.
 func upgradeStartWithoutV2(tb pgident.Table) []string {
-	all := upgradeStartStatements(tb, DefaultShards, true)
+	all := upgradeStartStatements(tb, DefaultShards, DefaultUpgradeLockTimeout, true)
 	v2 := V2Statements(tb, DefaultShards)
 	for i := range all {
 		if all[i] == v2[0] {

@@ -29,10 +29,35 @@ const (
 	UpgradeSuffix = "_upgrade"
 	// DefaultUpgradeChunk is how many v1 rows one copy statement scans.
 	DefaultUpgradeChunk = 5000
-	// UpgradeLockTimeout bounds the wait for the rename's ACCESS EXCLUSIVE lock: a long
-	// transaction on the v1 table would otherwise queue every producer behind it.
-	UpgradeLockTimeout = 5 * time.Second
+	// MaxUpgradeChunk bounds V2Options.UpgradeChunk: one statement, one transaction,
+	// holding the migrate lock (a chunk of 5,000 took up to 381 ms on a loaded machine).
+	MaxUpgradeChunk = 1_000_000
+	// DefaultUpgradeLockTimeout bounds the wait for the rename's ACCESS EXCLUSIVE lock:
+	// a long transaction on the v1 table would otherwise queue every producer behind
+	// it (producers wait behind the migrate's lock request for as long as it waits).
+	DefaultUpgradeLockTimeout = 5 * time.Second
+	// MaxUpgradeLockTimeout bounds V2Options.UpgradeLockTimeout: producers stall for as
+	// long as the lock request waits.
+	MaxUpgradeLockTimeout = 10 * time.Minute
 )
+
+// ValidUpgradeChunk is nil when n rows per copy statement is in 1..MaxUpgradeChunk.
+func ValidUpgradeChunk(n int) error {
+	if n < 1 || n > MaxUpgradeChunk {
+		return fmt.Errorf("upgrade chunk of %d rows: must be from 1 to %d", n, MaxUpgradeChunk)
+	}
+	return nil
+}
+
+// ValidUpgradeLockTimeout is nil when d is a lock_timeout PostgreSQL applies as given:
+// whole milliseconds (less is rendered as 0, which means no timeout at all), at most
+// MaxUpgradeLockTimeout.
+func ValidUpgradeLockTimeout(d time.Duration) error {
+	if d < time.Millisecond || d > MaxUpgradeLockTimeout || d%time.Millisecond != 0 {
+		return fmt.Errorf("upgrade lock timeout %s: must be whole milliseconds from 1ms to %s", d, MaxUpgradeLockTimeout)
+	}
+	return nil
+}
 
 // Upgrade states in <table>_upgrade.
 const (
@@ -78,13 +103,13 @@ func upgradeState(ctx context.Context, q queryer, t pgident.Table) (Upgrade, err
 
 // upgradeStartStatements rename the v1 table t aside and create the v2 table of n
 // shards under its name, with the progress row saying the copy is under way. They run
-// in MigrateV2's transaction, after its lock and the contract check; notify re-creates
-// v1's NOTIFY trigger on the new table.
-func upgradeStartStatements(t pgident.Table, n int, notify bool) []string {
+// in MigrateV2's transaction, after its lock and the contract check; lock bounds the
+// wait for the table's lock; notify re-creates v1's NOTIFY trigger on the new table.
+func upgradeStartStatements(t pgident.Table, n int, lock time.Duration, notify bool) []string {
 	aside := t.WithSuffix(AsideSuffix)
 	ut := t.WithSuffix(UpgradeSuffix).Qualified()
 	stmts := []string{
-		`SET LOCAL lock_timeout = '` + strconv.FormatInt(UpgradeLockTimeout.Milliseconds(), 10) + `ms'`,
+		`SET LOCAL lock_timeout = '` + strconv.FormatInt(lock.Milliseconds(), 10) + `ms'`,
 		`LOCK TABLE ` + t.Qualified() + ` IN ACCESS EXCLUSIVE MODE`,
 		`ALTER TABLE ` + t.Qualified() + ` RENAME TO ` + pgident.Quote(aside.Name),
 		// The primary key's index is <table>_pkey, the name v2's primary key takes. v1's
@@ -124,19 +149,22 @@ const hasNotifyTriggerSQL = `SELECT EXISTS (SELECT FROM pg_trigger WHERE tgrelid
 
 // startUpgrade runs upgradeStartStatements in tx (MigrateV2's, holding the table's
 // migrate lock, t found to be v1).
-func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int) error {
+func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int, lock time.Duration) error {
 	if err := ValidShards(n); err != nil {
+		return err
+	}
+	if err := ValidUpgradeLockTimeout(lock); err != nil {
 		return err
 	}
 	var notify bool
 	if err := tx.QueryRowContext(ctx, hasNotifyTriggerSQL, t.Qualified(), t.Name+"_notify_trg").Scan(&notify); err != nil {
 		return fmt.Errorf("look for the notify trigger: %w", err)
 	}
-	for _, stmt := range upgradeStartStatements(t, n, notify) {
+	for _, stmt := range upgradeStartStatements(t, n, lock, notify) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			if pgerr.Is(err, pgerr.LockNotAvailable) {
 				return fmt.Errorf("upgrade to contract v2: no ACCESS EXCLUSIVE lock on the table within %s (a transaction holds it: find it in pg_stat_activity, then run migrate again): %w",
-					UpgradeLockTimeout, err)
+					lock, err)
 			}
 			return fmt.Errorf("upgrade to contract v2: %w (statement: %s)", err, firstLine(stmt))
 		}

@@ -192,7 +192,7 @@ func TestUpgradeResumesAfterInterruption(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := startUpgrade(ctx, tx, tb, 8); err != nil {
+	if err := startUpgrade(ctx, tx, tb, 8, DefaultUpgradeLockTimeout); err != nil {
 		t.Fatal(err)
 	}
 	if err := tx.Commit(); err != nil {
@@ -254,6 +254,17 @@ func TestUpgradeRefusals(t *testing.T) {
 	err = MigrateV2(ctx, db, tb, V2Options{Shards: 8})
 	if err == nil || !strings.Contains(err.Error(), "no ACCESS EXCLUSIVE lock on the table within 5s") || strings.Contains(err.Error(), "\n") {
 		t.Fatalf("upgrade while a transaction holds the table = %v, want the lock refusal in one line", err)
+	}
+	// UpgradeLockTimeout (--upgrade-lock-timeout) is the wait: 300ms is waited, and named.
+	began := time.Now()
+	err = MigrateV2(ctx, db, tb, V2Options{Shards: 8, UpgradeLockTimeout: 300 * time.Millisecond})
+	if waited := time.Since(began); err == nil || !strings.Contains(err.Error(), "no ACCESS EXCLUSIVE lock on the table within 300ms") || waited >= 5*time.Second {
+		t.Fatalf("upgrade with a 300ms lock timeout = %v after %s, want the refusal naming 300ms, before the 5s default", err, waited)
+	}
+	for _, o := range []V2Options{{Shards: 8, UpgradeLockTimeout: time.Microsecond}, {Shards: 8, UpgradeChunk: MaxUpgradeChunk + 1}} {
+		if err := MigrateV2(ctx, db, tb, o); err == nil || !strings.Contains(err.Error(), "upgrade ") || strings.Contains(err.Error(), "\n") {
+			t.Fatalf("MigrateV2(%+v) = %v, want the knob refused in one line", o, err)
+		}
 	}
 	if c, err := DetectContract(ctx, db, tb); err != nil || c.Version != ContractV1 {
 		t.Fatalf("after a refused upgrade the table is %+v, %v; want v1 untouched", c, err)

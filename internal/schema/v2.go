@@ -9,6 +9,7 @@ package schema
 import (
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
@@ -52,8 +53,11 @@ type V2Options struct {
 	// from 1 to MaxShards.
 	Shards int
 	// UpgradeChunk is how many v1 rows one copy statement of an upgrade from v1 scans
-	// (0: DefaultUpgradeChunk).
+	// (0: DefaultUpgradeChunk; else 1..MaxUpgradeChunk).
 	UpgradeChunk int
+	// UpgradeLockTimeout bounds the wait of an upgrade from v1 for the table's ACCESS
+	// EXCLUSIVE lock (0: DefaultUpgradeLockTimeout; else ValidUpgradeLockTimeout).
+	UpgradeLockTimeout time.Duration
 }
 
 func (o V2Options) upgradeChunk() int {
@@ -61,6 +65,13 @@ func (o V2Options) upgradeChunk() int {
 		return DefaultUpgradeChunk
 	}
 	return o.UpgradeChunk
+}
+
+func (o V2Options) upgradeLockTimeout() time.Duration {
+	if o.UpgradeLockTimeout == 0 {
+		return DefaultUpgradeLockTimeout
+	}
+	return o.UpgradeLockTimeout
 }
 
 // shards returns the effective shard count or an error naming the bad value.

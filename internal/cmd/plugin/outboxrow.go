@@ -102,17 +102,27 @@ func findArchived(ctx context.Context, tx *sql.Tx, t pgident.Table, id string) (
 }
 
 // aggregateRows lists an aggregate's newest rows (at most limit) in version order,
-// through the unique (aggregate_type, aggregate_id, aggregate_version) index.
-func aggregateRows(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) ([]eventRow, error) {
+// through the unique (aggregate_type, aggregate_id, aggregate_version) index; v2 says
+// the table follows contract v2 (the rows come from its status view).
+func aggregateRows(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) (rows []eventRow, v2 bool, err error) {
 	if err := mustExist(ctx, tx, t); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	if c, err := schema.DetectContractTx(ctx, tx, t); err != nil {
-		return nil, err
-	} else if c.Version == schema.ContractV2 {
-		return nil, fmt.Errorf("outbox table %s follows contract v2: trace --aggregate does not read it yet; query its view %s by aggregate_type and aggregate_id",
-			t, t.WithSuffix(schema.StatusViewSuffix))
+	c, err := schema.DetectContractTx(ctx, tx, t)
+	if err != nil {
+		return nil, false, err
 	}
+	if c.Version == schema.ContractV2 {
+		rows, err = aggregateRowsV2(ctx, tx, t, typ, id, limit)
+		return rows, true, err
+	}
+	rows, err = aggregateRowsV1(ctx, tx, t, typ, id, limit)
+	return rows, false, err
+}
+
+// aggregateRowsV1 is aggregateRows of a v1 table (or of the v1 table an upgrade moved
+// aside).
+func aggregateRowsV1(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) ([]eventRow, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT * FROM (SELECT `+rowColumns+` FROM `+t.Qualified()+
 		` WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY aggregate_version DESC LIMIT $3) newest
 		ORDER BY aggregate_version`, typ, id, limit)

@@ -17,9 +17,10 @@ func (c *traceCmd) traceAggregate(ctx context.Context, s *session, pipes pipelin
 		db, table, err := pipelineDB(ctx, s, p, c.timeout)
 		if err == nil {
 			var rows []eventRow
+			var v2 bool
 			err = db.read(ctx, func(ctx context.Context, tx *sql.Tx) error {
 				var err error
-				rows, err = aggregateRows(ctx, tx, table, ta.aggType, ta.aggID, c.limit)
+				rows, v2, err = aggregateRows(ctx, tx, table, ta.aggType, ta.aggID, c.limit)
 				return err
 			})
 			db.Close()
@@ -28,7 +29,11 @@ func (c *traceCmd) traceAggregate(ctx context.Context, s *session, pipes pipelin
 			}
 			if err == nil && len(rows) > 0 {
 				found++
-				renderAggregate(c.out, p.Namespace+"/"+p.Name, table.String(), ta, rows, c.limit)
+				where := table.String()
+				if v2 {
+					where += " (contract v2)"
+				}
+				renderAggregate(c.out, p.Namespace+"/"+p.Name, where, ta, rows, c.limit)
 			}
 		}
 		if err != nil {

@@ -52,10 +52,26 @@ type v2Row struct {
 // by the settle). A SENT event in no row (published before the batch log had seqs)
 // walks to the log's end. $1 the event id.
 func traceV2SQL(t pgident.Table) string {
+	return v2TraceSelect(t, t.WithSuffix(schema.StatusViewSuffix).Qualified()+` s`, `WHERE s.event_id = $1`)
+}
+
+// traceV2AggregateSQL is traceV2SQL for the newest $3 versions of aggregate $1/$2, in
+// version order (trace --aggregate): the view's lookup by aggregate uses the table's
+// unique (aggregate_type, aggregate_id, aggregate_version) index, and the batch log
+// walk runs once per SENT row listed, as for one event.
+func traceV2AggregateSQL(t pgident.Table) string {
+	return v2TraceSelect(t, `(SELECT * FROM `+t.WithSuffix(schema.StatusViewSuffix).Qualified()+`
+      WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY aggregate_version DESC LIMIT $3) s`,
+		`ORDER BY s.aggregate_version`)
+}
+
+// v2TraceSelect reads the status view rows of from (aliased s), each with its batch
+// log row once SENT, then applies tail (a WHERE or an ORDER BY).
+func v2TraceSelect(t pgident.Table, from, tail string) string {
 	return `SELECT s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
        s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
        b.batch, b.owner, b.at, b.kafka_partition, b.kafka_offset
-FROM ` + t.WithSuffix(schema.StatusViewSuffix).Qualified() + ` s
+FROM ` + from + `
 LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + ` b
@@ -64,28 +80,40 @@ LEFT JOIN LATERAL (
     ORDER BY b.at
     LIMIT 1
 ) b ON true
-WHERE s.event_id = $1`
+` + tail
+}
+
+// targets are the columns v2TraceSelect reads, in its order.
+func (r *v2Row) targets() []any {
+	return []any{&r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion,
+		&r.EventType, &r.Destination, &r.MessageKey, &r.CreatedAt, &r.Shard, &r.Seq, &r.Status, &r.Attempts,
+		&r.LastErrorCode, &r.NextAttemptAt, &r.Batch, &r.BatchOwner, &r.BatchAt, &r.Partition, &r.Offset}
+}
+
+// hasStatusView is nil when t (a v2 table) has its status view, else one line saying
+// how to make it (a table made before the view existed).
+func hasStatusView(ctx context.Context, tx *sql.Tx, t pgident.Table) error {
+	view := t.WithSuffix(schema.StatusViewSuffix)
+	ok, err := exists(ctx, tx, view)
+	if err == nil && !ok {
+		err = fmt.Errorf("outbox table %s follows contract v2 but has no status view %s (run `relayworker migrate`)", t, view)
+	}
+	return err
 }
 
 // findV2 reads the event from a v2 table; nil when it is in neither the table nor its
 // hold table. A table made before the status view existed gets one line.
 func findV2(ctx context.Context, tx *sql.Tx, t pgident.Table, id string) (*v2Row, error) {
-	view := t.WithSuffix(schema.StatusViewSuffix)
-	if ok, err := exists(ctx, tx, view); err != nil || !ok {
-		if err == nil {
-			err = fmt.Errorf("outbox table %s follows contract v2 but has no status view %s (run `relayworker migrate`)", t, view)
-		}
+	if err := hasStatusView(ctx, tx, t); err != nil {
 		return nil, err
 	}
 	var r v2Row
-	err := tx.QueryRowContext(ctx, traceV2SQL(t), id).Scan(&r.EventID, &r.AggregateType, &r.AggregateID, &r.AggregateVersion,
-		&r.EventType, &r.Destination, &r.MessageKey, &r.CreatedAt, &r.Shard, &r.Seq, &r.Status, &r.Attempts,
-		&r.LastErrorCode, &r.NextAttemptAt, &r.Batch, &r.BatchOwner, &r.BatchAt, &r.Partition, &r.Offset)
+	err := tx.QueryRowContext(ctx, traceV2SQL(t), id).Scan(r.targets()...)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read event %q from %s: %w", id, view, err)
+		return nil, fmt.Errorf("read event %q from %s: %w", id, t.WithSuffix(schema.StatusViewSuffix), err)
 	}
 	return &r, nil
 }

@@ -2,6 +2,7 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -74,8 +75,7 @@ func v2Pipeline(t *testing.T) (string, outboxDB) {
 }
 
 // trace on a v2 table: a published event shows its batch and Kafka position, a DEAD
-// one its hold state and code (never the payload or the message), a new one PENDING;
-// --aggregate refuses with one line.
+// one its hold state and code (never the payload or the message), a new one PENDING.
 func TestTraceV2Event(t *testing.T) {
 	ns, o := v2Pipeline(t)
 	r := plugin(t, "trace", "ev-b-1", "-n", ns).mustSucceed(t)
@@ -102,8 +102,60 @@ func TestTraceV2Event(t *testing.T) {
 	out = plugin(t, "trace", "ev-d-1", "-n", ns).mustSucceed(t).stdout
 	field(t, out, "status", "PENDING")
 	field(t, out, "batch", "-")
+}
 
-	plugin(t, "trace", "--aggregate", "order/a", "-n", ns, "-p", "orders").mustFailWith(t, 1, "follows contract v2: trace --aggregate does not read it yet")
+// TestTraceV2AggregateStatementMatchesGoldenFile: trace --aggregate's lookup on a v2
+// table is testdata/trace_v2_aggregate.sql (rewrite it with -update).
+func TestTraceV2AggregateStatementMatchesGoldenFile(t *testing.T) {
+	golden.Statements(t, []golden.Statement{{Name: "trace_v2_aggregate",
+		About: "trace --aggregate of a v2 table: the status view's rows of the newest $3 versions of aggregate $1/$2, each with its batch log row once SENT",
+		SQL:   traceV2AggregateSQL(pgident.Table{Schema: "public", Name: "outbox_event"})}})
+}
+
+// trace --aggregate on a v2 table prints v1's table: a published version SENT at its
+// batch's time, a newer one PENDING, a DEAD one with its hold row's attempts and code
+// (never the message or the payload); --limit keeps the newest versions.
+func TestTraceV2Aggregate(t *testing.T) {
+	ns, o := v2Pipeline(t)
+	o.insert(t, "ev-a-2", "a", 2, "")
+	ts := func(q string, args ...any) string {
+		t.Helper()
+		var at time.Time
+		if err := o.db.QueryRow(q, args...).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return timestamp(at)
+	}
+	created := func(id string) string {
+		return ts(`SELECT created_at FROM outbox_event WHERE event_id = $1`, id)
+	}
+	batchAt := ts(`SELECT at FROM outbox_event_batch`)
+	var deadAttempts string
+	if err := o.db.QueryRow(`SELECT attempts::text FROM outbox_event_hold WHERE event_id = 'ev-c-1'`).Scan(&deadAttempts); err != nil {
+		t.Fatal(err)
+	}
+
+	r := plugin(t, "trace", "--aggregate", "order/a", "-n", ns).mustSucceed(t)
+	noSecrets(t, r, o.dsn)
+	out := r.stdout
+	hasRow(t, out, "AGGREGATE order/a pipeline "+ns+"/orders table public.outbox_event (contract v2)")
+	hasRow(t, out, "VERSION EVENT ID EVENT TYPE STATUS ATTEMPTS LAST ERROR CREATED SENT")
+	hasRow(t, out, "1 ev-a-1 OrderPlaced SENT 0 - "+created("ev-a-1")+" "+batchAt)
+	hasRow(t, out, "2 ev-a-2 OrderPlaced PENDING 0 - "+created("ev-a-2")+" -")
+	if strings.Contains(out, "ev-b-1") {
+		t.Errorf("another aggregate's row is listed:\n%s", out)
+	}
+
+	r = plugin(t, "trace", "--aggregate", "order/c", "-n", ns).mustSucceed(t)
+	noSecrets(t, r, o.dsn)
+	hasRow(t, r.stdout, "1 ev-c-1 OrderPlaced DEAD "+deadAttempts+" MESSAGE_TOO_LARGE "+created("ev-c-1")+" -")
+
+	out = plugin(t, "trace", "--aggregate", "order/a", "--limit", "1", "-n", ns).mustSucceed(t).stdout
+	if strings.Contains(out, "ev-a-1") || !strings.Contains(out, "newest 1 versions") {
+		t.Errorf("--limit 1 should show version 2 only and say so:\n%s", out)
+	}
+	plugin(t, "trace", "--aggregate", "order/none", "-n", ns, "-p", "orders").mustFailWith(t, 1,
+		`aggregate order/none has no rows in table public.outbox_event of pipeline "orders"`)
 }
 
 func hasPrefixRow(out, prefix string) bool {

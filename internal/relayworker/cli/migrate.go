@@ -42,7 +42,8 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 		return err
 	}
 	if shards >= 0 {
-		if err := schema.MigrateV2(ctx, db, cfg.T, schema.V2Options{Shards: shards}); err != nil {
+		if err := schema.MigrateV2(ctx, db, cfg.T, schema.V2Options{Shards: shards,
+			UpgradeChunk: cfg.UpgradeChunkRows, UpgradeLockTimeout: cfg.UpgradeLockTimeout}); err != nil {
 			return err
 		}
 		if cfg.NotifyTrigger {

@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/contract"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
@@ -22,6 +23,11 @@ type Migrate struct {
 	Contract string
 	// Shards is a v2 table's fixed shard count (0: the default, 256).
 	Shards int
+	// UpgradeLockTimeout bounds an upgrade's wait for the v1 table's ACCESS EXCLUSIVE
+	// lock; UpgradeChunkRows is how many v1 rows one copy statement scans (the copy
+	// resumed by a later migrate of any --contract takes it too).
+	UpgradeLockTimeout time.Duration
+	UpgradeChunkRows   int
 }
 
 func bindMigrate(b *binder, m *Migrate) {
@@ -29,6 +35,10 @@ func bindMigrate(b *binder, m *Migrate) {
 	b.boolean(&m.NotifyTrigger, "notify-trigger", contract.EnvNotifyTrigger, false, "install a statement-level NOTIFY trigger for plain-SQL producers")
 	b.str(&m.Contract, contract.FlagContract, contract.EnvContract, ContractV1, "table contract: v1, or v2 (insert-only table read by shard cursors; docs/contract-v2.md)")
 	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "--contract v2: the fixed shard count, a power of two (0: 256)")
+	b.duration(&m.UpgradeLockTimeout, contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, schema.DefaultUpgradeLockTimeout,
+		"--contract v2 on a v1 table: how long the upgrade waits for the table's ACCESS EXCLUSIVE lock (producers queue behind the wait)")
+	b.integer(&m.UpgradeChunkRows, contract.FlagUpgradeChunkRows, contract.EnvUpgradeChunkRows, schema.DefaultUpgradeChunk,
+		"upgrade from v1: v1 rows one copy statement scans (one transaction each)")
 }
 
 // ParseMigrate parses `relayworker migrate` arguments.
@@ -55,6 +65,12 @@ func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
 		}
 	default:
 		return nil, fmt.Errorf("--contract (%s) %q must be %s or %s", contract.EnvContract, m.Contract, ContractV1, ContractV2)
+	}
+	if err := schema.ValidUpgradeLockTimeout(m.UpgradeLockTimeout); err != nil {
+		return nil, fmt.Errorf("--%s (%s): %w", contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, err)
+	}
+	if err := schema.ValidUpgradeChunk(m.UpgradeChunkRows); err != nil {
+		return nil, fmt.Errorf("--%s (%s): %w", contract.FlagUpgradeChunkRows, contract.EnvUpgradeChunkRows, err)
 	}
 	return m, nil
 }
