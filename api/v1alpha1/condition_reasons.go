@@ -29,8 +29,9 @@ const (
 	// ReasonTableMissing (Ready=False, Degraded=True): the outbox table does not exist.
 	ReasonTableMissing = "TableMissing"
 	// ReasonContractMismatch (Ready=False, Degraded=True): the outbox table follows
-	// another contract than spec.source.contract (a v1 table for a v2 pipeline: the
-	// migrate init container refuses to upgrade it; a v2 table for a v1 pipeline).
+	// another contract than spec.source.contract (a v1 table for a v2 pipeline, until
+	// the migrate init container upgrades it; a v2 table for a v1 pipeline with
+	// migrate, whose init container refuses the table).
 	ReasonContractMismatch = "ContractMismatch"
 	// ReasonPostgresVersionUnsupported (Ready=False, Degraded=True): the database's
 	// PostgreSQL major version is outside the supported range (internal/pgversion); the

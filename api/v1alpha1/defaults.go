@@ -43,7 +43,7 @@ const (
 	DefaultDeadRetention            = contract.DefaultDeadRetention
 	DefaultRetentionBatchSize int32 = contract.DefaultArchiveBatchSize
 	DefaultSourceMode               = SourcePolling
-	DefaultContract                 = ContractV1
+	DefaultContract                 = ContractV2
 	DefaultShards             int32 = contract.DefaultShards
 	DefaultMaxSlotLag               = "1Gi"
 	DefaultCDCHandoverAfter         = contract.DefaultHandoverAfter

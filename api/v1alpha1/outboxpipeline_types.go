@@ -13,7 +13,7 @@ import (
 )
 
 // PostgresSource says where the outbox table lives.
-// +kubebuilder:validation:XValidation:rule="!(has(self.contract) && self.contract == 'v2' && has(self.mode) && self.mode == 'LogicalReplication')",message="source.contract v2 is read by shard cursors and takes no replication slot: use mode Polling"
+// +kubebuilder:validation:XValidation:rule="!(has(self.contract) && self.contract == 'v2' && has(self.mode) && self.mode == 'LogicalReplication')",message="mode LogicalReplication reads contract v1 tables only and source.contract is v2 (the default when not set): set source.contract: v1 to stream a v1 table (docs/cdc.md), or use mode Polling for v2 (its shard cursors need no replication slot)"
 type PostgresSource struct {
 	// DSNSecretRef points at the Secret key holding the lib/pq connection string of the
 	// PRIMARY database (e.g. "postgres://relay:pw@db:5432/app?sslmode=require"). The DSN
@@ -48,17 +48,24 @@ type PostgresSource struct {
 	// +optional
 	Migrate bool `json:"migrate,omitempty"`
 
-	// Contract is the outbox table's contract (docs/contract-v2.md). v1: the table
-	// with status and lease columns that the relay updates per event. v2: an
-	// insert-only table read through shard cursors (the relay writes nothing per event;
-	// failures live in <table>_hold). With migrate: true the init container runs
+	// Contract is the outbox table's contract (docs/contract-v2.md); v2 when not set.
+	// v2: an insert-only table read through shard cursors (the relay writes nothing
+	// per event; failures live in <table>_hold). v1: the table with status and lease
+	// columns that the relay updates per event; LogicalReplication reads v1 tables
+	// only (docs/cdc.md). The default is written into the object when it is created:
+	// a pipeline created while the default was v1 keeps contract v1, and so does one
+	// that sets it. Replacing such a pipeline (PUT, `kubectl replace`) with a manifest
+	// that omits the field sets v2, which upgrades its table: keep `contract: v1` in
+	// the manifests of v1 pipelines. With migrate: true the init container runs
 	// `relayworker migrate --contract v2 --shards N`, which creates a v2 table or
 	// upgrades an existing v1 table in place (docs/operations.md, "Upgrading a table
-	// to contract v2"); until the table is v2 the pipeline is not Ready (reason
-	// ContractMismatch). Once the table is v2 (status.tableContract), the pipeline
-	// cannot go back to v1; while the table is still v1 it can.
+	// to contract v2"), or `relayworker migrate --contract v1`, which creates a v1
+	// table and refuses a v2 one; until the table follows the spec's contract the
+	// pipeline is not Ready (reason ContractMismatch). Once the table is v2
+	// (status.tableContract), the pipeline cannot go back to v1; while the table is
+	// still v1 it can.
 	// +kubebuilder:validation:Enum=v1;v2
-	// +kubebuilder:default=v1
+	// +kubebuilder:default=v2
 	// +optional
 	Contract TableContract `json:"contract,omitempty"`
 
@@ -79,7 +86,8 @@ type PostgresSource struct {
 	// with no polling scans; polling still takes retries, expired leases and anything
 	// the stream left (older than relay.cdcHandoverAfter), so a lost slot delays events
 	// and never loses them. Needs wal_level=logical and a DSN user with the REPLICATION
-	// attribute that owns the table. The slot and publication are named in
+	// attribute that owns the table, and a contract v1 table (set source.contract:
+	// v1; a v2 table is read by shard cursors). The slot and publication are named in
 	// status.replication; the operator drops them when the pipeline is deleted or
 	// leaves this mode (docs/cdc.md).
 	// +kubebuilder:validation:Enum=Polling;LogicalReplication

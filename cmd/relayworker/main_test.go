@@ -103,7 +103,7 @@ func TestBadInput(t *testing.T) {
 func TestMigrateIdempotentThenRelay(t *testing.T) {
 	dsn := relaytest.PG.NewDatabase(t)
 	for i := 0; i < 2; i++ {
-		if code, stderr := run(t, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--schema", "app", "--table", "events", "--notify-trigger"); code != 0 {
+		if code, stderr := run(t, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract", "v1", "--schema", "app", "--table", "events", "--notify-trigger"); code != 0 {
 			t.Fatalf("migrate #%d: exit %d: %s", i, code, stderr)
 		}
 	}

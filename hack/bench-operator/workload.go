@@ -82,7 +82,7 @@ func pipelineFor(r pipelineRef) *outboxv1.OutboxPipeline {
 		ObjectMeta: metav1.ObjectMeta{Namespace: r.namespace, Name: r.name},
 		Spec: outboxv1.OutboxPipelineSpec{
 			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: r.secret, Key: "dsn"},
-				Schema: r.table.Schema, Table: r.table.Name},
+				Schema: r.table.Schema, Table: r.table.Name, Contract: outboxv1.ContractV1}, // database.go migrates v1 tables
 			Sink:       outboxv1.KafkaSink{Brokers: []string{"kafka-0.kafka.svc:9092"}},
 			Relay:      outboxv1.RelaySettings{Replicas: &one},
 			Monitoring: outboxv1.MonitoringSettings{StatusInterval: &metav1.Duration{Duration: *statusInterval}},

@@ -66,7 +66,7 @@ func (p *relayPeer) stages() string {
 func (p *relayPeer) name() string { return p.label }
 
 func (p *relayPeer) setup(dsn string) error {
-	args := []string{"migrate", "--dsn", dsn}
+	args := []string{"migrate", "--dsn", dsn, "--contract", "v1"} // the v1 relay peer; relay-v2 is the v2 one
 	if p.notify {
 		args = append(args, "--notify-trigger")
 	}

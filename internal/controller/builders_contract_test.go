@@ -11,10 +11,10 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// TestMigrateArgsFollowTheContract: a v2 pipeline's migrate init container names the
-// contract and the shard count (the spec's, or the default), and the worker's own
-// parser reads them back; a v1 pipeline's args stay what they were before the field
-// existed, so its pod template (and its rollout hash) does not change.
+// TestMigrateArgsFollowTheContract: the migrate init container always names the
+// contract (migrate's own default, v2 for a missing table, must not decide for a v1
+// pipeline), a v2 one with the shard count (the spec's, or the default), and the
+// worker's own parser reads them back.
 func TestMigrateArgsFollowTheContract(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -22,8 +22,11 @@ func TestMigrateArgsFollowTheContract(t *testing.T) {
 		wantArgs   []string
 		wantShards int
 	}{
-		{"v1 by default", func(*outboxv1.PostgresSource) {}, []string{"migrate"}, 0},
-		{"v1 ignores shards", func(s *outboxv1.PostgresSource) { s.Shards = 64 }, []string{"migrate"}, 0},
+		{"v2 by default", func(*outboxv1.PostgresSource) {},
+			[]string{"migrate", "--contract=v2", "--shards=256"}, 256},
+		{"v1", func(s *outboxv1.PostgresSource) { s.Contract = outboxv1.ContractV1 }, []string{"migrate", "--contract=v1"}, 0},
+		{"v1 ignores shards", func(s *outboxv1.PostgresSource) { s.Contract, s.Shards = outboxv1.ContractV1, 64 },
+			[]string{"migrate", "--contract=v1"}, 0},
 		{"v2 default shards", func(s *outboxv1.PostgresSource) { s.Contract = outboxv1.ContractV2 },
 			[]string{"migrate", "--contract=v2", "--shards=256"}, 256},
 		{"v2 64 shards", func(s *outboxv1.PostgresSource) { s.Contract, s.Shards = outboxv1.ContractV2, 64 },
@@ -70,9 +73,9 @@ func TestDefaultShardsAgree(t *testing.T) {
 	}
 }
 
-// TestContractProblem: only a v2 spec on a v1 table is a problem (the migrate refuses
-// the upgrade); a v2 table under a v1 spec is what a table made by hand looks like,
-// and the relay follows the table.
+// TestContractProblem: a v2 spec on a v1 table is a problem (until the migrate
+// upgrades it); a v2 table under a v1 spec is one only with migrate (the init
+// container's --contract v1 refuses the table), without it the relay follows the table.
 func TestContractProblem(t *testing.T) {
 	tbl := pgident.Table{Schema: "public", Name: "orders_out"}
 	for _, tc := range []struct {
@@ -81,11 +84,9 @@ func TestContractProblem(t *testing.T) {
 		want  bool
 	}{
 		{outboxv1.ContractV1, schema.ContractV1, false},
-		{outboxv1.ContractV1, schema.ContractV2, false},
 		{outboxv1.ContractV2, schema.ContractV2, false},
 		{outboxv1.ContractV2, schema.ContractV1, true},
 		{outboxv1.ContractV2, schema.ContractNone, false}, // TableMissing says it
-		{"", schema.ContractV1, false},
 	} {
 		for _, migrate := range []bool{false, true} {
 			got := contractProblem(outboxv1.PostgresSource{Contract: tc.spec, Migrate: migrate}, tbl, schema.Contract{Version: tc.table})
@@ -104,5 +105,22 @@ func TestContractProblem(t *testing.T) {
 				t.Errorf("migrate %v: problem %+v", migrate, got)
 			}
 		}
+	}
+}
+
+// TestContractProblemV1SpecOnV2Table: with migrate the condition tells the user to set
+// the spec to v2 (the init container refuses the table); without it there is none.
+func TestContractProblemV1SpecOnV2Table(t *testing.T) {
+	tbl := pgident.Table{Schema: "public", Name: "orders_out"}
+	src := outboxv1.PostgresSource{Contract: outboxv1.ContractV1}
+	if got := contractProblem(src, tbl, schema.Contract{Version: schema.ContractV2}); got != nil {
+		t.Errorf("without migrate: %+v, want none (the relay follows the table)", got)
+	}
+	src.Migrate = true
+	got := contractProblem(src, tbl, schema.Contract{Version: schema.ContractV2})
+	if got == nil || got.Reason != outboxv1.ReasonContractMismatch ||
+		!strings.Contains(got.Message, "public.orders_out follows table contract v2") ||
+		!strings.Contains(got.Message, "set spec.source.contract: v2") {
+		t.Errorf("with migrate: %+v, want ContractMismatch telling to set v2", got)
 	}
 }

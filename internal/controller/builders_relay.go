@@ -241,13 +241,14 @@ func migrateContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container
 	return c
 }
 
-// migrateArgs are the migrate command's arguments: a v2 pipeline names the contract
-// and its shard count (the migrate creates a v2 table or upgrades a v1 one, and
-// refuses a shard count change on a table with rows with one line the init container
-// exits with). v1 passes neither, so a v1 pipeline's pod template stays as it was.
+// migrateArgs are the migrate command's arguments. They always name the contract, so
+// a missing table is created as the spec says (migrate's own default is v2): v1 gets
+// --contract=v1 (creates or keeps a v1 table, refuses a v2 one with one line the init
+// container exits with); v2 gets its shard count too (creates a v2 table or upgrades
+// a v1 one, and refuses a shard count change on a table with rows).
 func migrateArgs(s outboxv1.PostgresSource) []string {
 	if !s.V2() {
-		return []string{contract.CommandMigrate}
+		return []string{contract.CommandMigrate, contract.Arg(contract.FlagContract, string(outboxv1.ContractV1))}
 	}
 	shards := s.Shards
 	if shards == 0 {

@@ -32,7 +32,7 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 			"relay.logLevel":          contract.DefaultLogLevel,
 			"source.schema":           contract.DefaultSchema,
 			"source.table":            contract.DefaultTable,
-			"source.contract":         "v1",
+			"source.contract":         "v2", // migrate without --contract creates v2 (issue 21)
 			"source.shards":           fmt.Sprint(contract.DefaultShards),
 		}},
 		{"outbox.dev_deadletterreplays.yaml", map[string]string{

@@ -35,7 +35,9 @@ func newPipeline(ns, name, secretName string, mut ...func(*outboxv1.OutboxPipeli
 	p := &outboxv1.OutboxPipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: outboxv1.OutboxPipelineSpec{
-			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secretName, Key: "dsn"}},
+			// Contract v1 pinned: the tables of these specs are v1 (migratedDB), and the
+			// CRD's default is v2. A spec of a v2 table sets v2 (or "" for the default).
+			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secretName, Key: "dsn"}, Contract: outboxv1.ContractV1},
 			Sink:   outboxv1.KafkaSink{Brokers: []string{"127.0.0.1:9092"}},
 			Monitoring: outboxv1.MonitoringSettings{
 				StatusInterval: &metav1.Duration{Duration: 5 * time.Second},

@@ -92,15 +92,21 @@ func statsProblem(ctx context.Context, p *outboxv1.OutboxPipeline, table pgident
 		"cannot read %s with the DSN from Secret %q key %q: %s", table, ref.Name, ref.Key, msg)}
 }
 
-// contractProblem is the condition of a pipeline whose spec asks for contract v2 on
-// a table that is still v1. With migrate the relay pods' init container upgrades it
-// (docs/operations.md, "Upgrading a table to contract v2"), so this lasts until the
-// first new pod's migrate has renamed the table; without migrate the workers run the
-// v1 loop the table follows, which is not what the spec says, until somebody runs the
-// upgrade. A v2 table under a v1 spec is no problem: the relay picks its loop from the
-// table (a table made by `relayworker migrate --contract v2` before the field
-// existed). nil otherwise.
+// contractProblem is the condition of a pipeline whose spec names another contract
+// than its table follows. A v2 spec on a v1 table: with migrate the relay pods' init
+// container upgrades it (docs/operations.md, "Upgrading a table to contract v2"), so
+// this lasts until the first new pod's migrate has renamed the table; without migrate
+// the workers run the v1 loop the table follows, which is not what the spec says,
+// until somebody runs the upgrade. A v1 spec on a v2 table (upgraded by hand): with
+// migrate the init container's `migrate --contract v1` refuses the table, so no new
+// pod starts until the spec says v2; without migrate it is no problem, the relay picks
+// its loop from the table. nil otherwise.
 func contractProblem(src outboxv1.PostgresSource, table pgident.Table, c schema.Contract) *refProblem {
+	if !src.V2() && src.Migrate && c.Version == schema.ContractV2 {
+		return &refProblem{outboxv1.ReasonContractMismatch, fmt.Sprintf(
+			"outbox table %s follows table contract v2 and spec.source.contract is v1: the relay pods' migrate init container "+
+				"refuses to turn it back into v1; set spec.source.contract: v2", table)}
+	}
 	if !src.V2() || c.Version != schema.ContractV1 {
 		return nil
 	}

@@ -54,6 +54,7 @@ var _ = Describe("config/samples", func() {
 			g.Expect(k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "orders"}, &p)).To(Succeed())
 			g.Expect(p.Status.DeploymentName).To(Equal("orders-relay"))
 			g.Expect(p.Spec.Source.Migrate).To(BeTrue())
+			g.Expect(p.Spec.Source.Contract).To(Equal(outboxv1.ContractV2)) // the default: the sample names none
 		}).Should(Succeed())
 
 		By("the LogicalReplication sample renders its mode and holds the slot finalizer")

@@ -90,7 +90,10 @@ var _ = Describe("CRD validation", func() {
 			"source.shards must be a power of two from 1 to 32768"),
 		Entry("contract v2 with a replication slot", func(p *outboxv1.OutboxPipeline) {
 			p.Spec.Source.Contract, p.Spec.Source.Mode = outboxv1.ContractV2, outboxv1.SourceLogicalReplication
-		}, "source.contract v2 is read by shard cursors and takes no replication slot"),
+		}, "mode LogicalReplication reads contract v1 tables only and source.contract is v2 (the default when not set): set source.contract: v1"),
+		Entry("a replication slot without a contract (the default, v2)", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract, p.Spec.Source.Mode = "", outboxv1.SourceLogicalReplication
+		}, "set source.contract: v1 to stream a v1 table (docs/cdc.md)"),
 		Entry("negative shard count", func(p *outboxv1.OutboxPipeline) { p.Spec.Source.Shards = -2 },
 			"source.shards must be a power of two from 1 to 32768"),
 	)

@@ -63,7 +63,11 @@ var _ = Describe("the operator installed from config/default on a real node", Or
 	}
 
 	BeforeAll(func() {
-		db = applyTenant(ctx, ns, "outbox_v1alpha1_outboxpipeline.yaml", &pipeline)
+		// Contract v1 pinned: the specs below write and read v1's status columns; the
+		// sample as is (the default, v2) is what `make demo` runs.
+		db = applyTenant(ctx, ns, "outbox_v1alpha1_outboxpipeline.yaml", &pipeline, func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Contract = outboxv1.ContractV1
+		})
 		cctx, cancel := context.WithCancel(ctx)
 		DeferCleanup(cancel)
 		orders = consume(cctx, "orders")

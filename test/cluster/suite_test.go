@@ -92,8 +92,9 @@ func deploymentRolledOut(d *appsv1.Deployment) bool {
 // applyTenant sets up a tenant as a platform team would: a namespace admitting only
 // pods that meet the restricted standard, a database with the business table orders,
 // and the sample's Secret and OutboxPipeline pointed at it and at the host's broker.
-// It returns the database (closed at the end of the container).
-func applyTenant(ctx context.Context, ns, sample string, pipeline *outboxv1.OutboxPipeline) *sql.DB {
+// It returns the database (closed at the end of the container). mut changes the
+// pipeline before it is created.
+func applyTenant(ctx context.Context, ns, sample string, pipeline *outboxv1.OutboxPipeline, mut ...func(*outboxv1.OutboxPipeline)) *sql.DB {
 	Expect(k8s.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns,
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "restricted"}}})).To(Succeed())
 	dsn, err := stack.PG.CreateDatabase(ctx, ns)
@@ -109,6 +110,9 @@ func applyTenant(ctx context.Context, ns, sample string, pipeline *outboxv1.Outb
 	Expect(err).NotTo(HaveOccurred())
 	pipeline.Spec.Sink.Brokers = []string{stack.Broker}
 	pipeline.Spec.Monitoring.StatusInterval = &metav1.Duration{Duration: 5 * time.Second}
+	for _, m := range mut {
+		m(pipeline)
+	}
 	Expect(k8s.Create(ctx, &secret)).To(Succeed())
 	Expect(k8s.Create(ctx, pipeline)).To(Succeed())
 	return db

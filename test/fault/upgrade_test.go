@@ -20,7 +20,7 @@ import (
 // order (duplicates allowed and counted), and the v1 DEAD rows are DEAD hold rows.
 func TestV1ToV2UpgradeUnderLoad(t *testing.T) {
 	dsn, db := relaytest.PG.OpenDatabase(t)
-	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate"); code != 0 {
+	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v1"); code != 0 {
 		t.Fatalf("migrate (v1): exit %d: %s", code, out)
 	}
 	tp := newTopic(t, "upgrade")

@@ -50,12 +50,13 @@ func secret(ns, name, dsn string) *corev1.Secret {
 }
 
 // newPipeline is a pipeline "orders" reading Secret secret; the operator rereads the
-// table every 5 s.
+// table every 5 s. Contract v1 is pinned: migratedDB's table is v1 (the CRD's
+// default is v2).
 func newPipeline(ns, secret string) *outboxv1.OutboxPipeline {
 	return &outboxv1.OutboxPipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "orders"},
 		Spec: outboxv1.OutboxPipelineSpec{
-			Source:     outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}},
+			Source:     outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}, Contract: outboxv1.ContractV1},
 			Sink:       outboxv1.KafkaSink{Brokers: []string{"kafka-0.kafka:9092"}},
 			Monitoring: outboxv1.MonitoringSettings{StatusInterval: &metav1.Duration{Duration: 5 * time.Second}},
 		},

@@ -202,7 +202,7 @@ func scrapeManager(t *testing.T, s *localstack.Stack) map[string]bool {
 		// slot; localstack's PostgreSQL runs with wal_level=logical).
 		&outboxv1.OutboxPipeline{ObjectMeta: metav1.ObjectMeta{Namespace: ns.Name, Name: "orders"}, Spec: outboxv1.OutboxPipelineSpec{
 			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: "orders-db", Key: "dsn"},
-				Mode: outboxv1.SourceLogicalReplication},
+				Mode: outboxv1.SourceLogicalReplication, Contract: outboxv1.ContractV1}, // LogicalReplication reads v1 tables only
 			Sink:       outboxv1.KafkaSink{Brokers: s.Broker.Addrs()},
 			Monitoring: outboxv1.MonitoringSettings{StatusInterval: &metav1.Duration{Duration: 5 * time.Second}},
 		}},

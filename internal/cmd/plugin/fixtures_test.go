@@ -54,13 +54,14 @@ func (o outboxDB) exec(t *testing.T, q string, args ...any) {
 	}
 }
 
-// pipeline creates an OutboxPipeline reading its DSN from Secret secret key "dsn".
+// pipeline creates an OutboxPipeline reading its DSN from Secret secret key "dsn",
+// contract v1 pinned (newOutboxDB's tables are v1; the CRD's default is v2).
 func pipeline(t *testing.T, ns, name, secret, table string) *outboxv1.OutboxPipeline {
 	t.Helper()
 	p := &outboxv1.OutboxPipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: outboxv1.OutboxPipelineSpec{
-			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}, Table: table},
+			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}, Table: table, Contract: outboxv1.ContractV1},
 			Sink:   outboxv1.KafkaSink{Brokers: []string{"kafka:9092"}},
 		},
 	}

@@ -64,17 +64,18 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 	if err := schema.Migrate(ctx, db, cfg.T, migrateOptions(cfg)); err != nil {
 		return err
 	}
-	log.Info("outbox table migrated", "table", cfg.T.String(), "notifyTrigger", cfg.NotifyTrigger)
+	log.Info("outbox table migrated", "table", cfg.T.String(), "contract", config.ContractV1, "notifyTrigger", cfg.NotifyTrigger)
 	return nil
 }
 
 // migrateContract says which migrate to run: the v2 one with a shard count (0: the
-// default), or the v1 one (-1). --contract v1, the default (and what the operator's
-// migrate init container passes), on a table that follows v2 already migrates it as
-// v2 with its own shard count: after an upgrade the init container would otherwise
-// run v1's DDL on the v2 table (it fails on the missing status column, and the pod
-// with it), and an upgrade that was interrupted is resumed by whichever migrate runs
-// next. A table is never turned back into v1.
+// default), or the v1 one (-1). Without --contract a new table is created as v2
+// and an existing table keeps the contract it follows (a v1 table is told how to
+// upgrade, a v2 table keeps its shard count unless --shards changes it); an upgrade
+// that was interrupted is resumed by the next migrate that runs v2's. --contract v2
+// creates or upgrades. --contract v1 (the init container of a v1 pipeline) creates
+// or keeps a v1 table and refuses a v2 one: a v2 table is never turned back into v1,
+// and a pipeline that says v1 on it is a mistake to show, not to run through.
 func migrateContract(ctx context.Context, db *sql.DB, cfg *config.Migrate, log logr.Logger) (int, error) {
 	if cfg.Contract == config.ContractV2 {
 		return cfg.Shards, nil
@@ -83,9 +84,20 @@ func migrateContract(ctx context.Context, db *sql.DB, cfg *config.Migrate, log l
 	if err != nil {
 		return 0, err
 	}
-	if c.Version < schema.ContractV2 {
+	switch {
+	case cfg.Contract == config.ContractV1 && c.Version >= schema.ContractV2:
+		return 0, fmt.Errorf("outbox table %s follows contract v2 and --contract v1 would turn it back into v1 (refused: run migrate with --contract v2 or without --contract, and set spec.source.contract: v2 on its pipeline)", cfg.T)
+	case cfg.Contract == config.ContractV1:
 		return -1, nil
+	case c.Version == schema.ContractNone:
+		return cfg.Shards, nil
+	case c.Version == schema.ContractV1 && cfg.Shards != 0:
+		return 0, fmt.Errorf("outbox table %s follows contract v1, which has no shards: add --contract v2 to upgrade it to v2 with --shards %d", cfg.T, cfg.Shards)
+	case c.Version == schema.ContractV1:
+		log.Info("outbox table follows contract v1: migrating it as v1 (upgrade it to contract v2 with `relayworker migrate --contract v2`, docs/operations.md)", "table", cfg.T.String())
+		return -1, nil
+	case cfg.Shards != 0:
+		return cfg.Shards, nil
 	}
-	log.Info("outbox table follows contract v2: migrating it as v2 (--contract v1 applies to new tables)", "table", cfg.T.String(), "shards", c.Shards)
 	return c.Shards, nil
 }

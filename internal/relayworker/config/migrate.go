@@ -18,10 +18,12 @@ const (
 type Migrate struct {
 	Common
 	NotifyTrigger bool
-	// Contract is the table contract a new table follows: ContractV1 (status
-	// columns, the claim -> mark relay) or ContractV2 (insert-only, shard cursors).
+	// Contract is the contract asked for: ContractV1 (status columns, the claim ->
+	// mark relay), ContractV2 (insert-only, shard cursors), or "" (not given: a new
+	// table is created as v2, an existing table keeps the contract it follows).
 	Contract string
-	// Shards is a v2 table's fixed shard count (0: the default, 256).
+	// Shards is a v2 table's fixed shard count (0: the default, 256, or the count
+	// the table has).
 	Shards int
 	// UpgradeLockTimeout bounds an upgrade's wait for the v1 table's ACCESS EXCLUSIVE
 	// lock; UpgradeChunkRows is how many v1 rows one copy statement scans (the copy
@@ -33,12 +35,14 @@ type Migrate struct {
 func bindMigrate(b *binder, m *Migrate) {
 	b.common(&m.Common)
 	b.boolean(&m.NotifyTrigger, "notify-trigger", contract.EnvNotifyTrigger, false, "install a statement-level NOTIFY trigger for plain-SQL producers")
-	b.str(&m.Contract, contract.FlagContract, contract.EnvContract, ContractV1, "table contract: v1, or v2 (insert-only table read by shard cursors; docs/contract-v2.md)")
-	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "--contract v2: the fixed shard count, a power of two (0: 256)")
+	b.str(&m.Contract, contract.FlagContract, contract.EnvContract, "",
+		"table contract: v2 (insert-only table read by shard cursors; docs/contract-v2.md) creates a v2 table or upgrades a v1 one; "+
+			"v1 creates or keeps a v1 table and refuses a v2 one; not given: a new table is created as v2 and an existing one keeps its contract")
+	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "a v2 table's fixed shard count, a power of two (0: 256 for a new table, the table's own count for an existing one)")
 	b.duration(&m.UpgradeLockTimeout, contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, schema.DefaultUpgradeLockTimeout,
 		"--contract v2 on a v1 table: how long the upgrade waits for the table's ACCESS EXCLUSIVE lock (producers queue behind the wait)")
 	b.integer(&m.UpgradeChunkRows, contract.FlagUpgradeChunkRows, contract.EnvUpgradeChunkRows, schema.DefaultUpgradeChunk,
-		"upgrade from v1: v1 rows one copy statement scans (one transaction each)")
+		"upgrade from v1: v1 rows one copy statement scans (one transaction each; also when a later migrate resumes the copy)")
 }
 
 // ParseMigrate parses `relayworker migrate` arguments.
@@ -57,14 +61,14 @@ func ParseMigrate(args []string, getenv Getenv) (*Migrate, error) {
 		if m.Shards != 0 {
 			return nil, fmt.Errorf("--shards (%s) applies to --contract %s only", contract.EnvShards, ContractV2)
 		}
-	case ContractV2:
+	case ContractV2, "":
 		if m.Shards != 0 {
 			if err := schema.ValidShards(m.Shards); err != nil {
 				return nil, fmt.Errorf("--shards (%s): %w", contract.EnvShards, err)
 			}
 		}
 	default:
-		return nil, fmt.Errorf("--contract (%s) %q must be %s or %s", contract.EnvContract, m.Contract, ContractV1, ContractV2)
+		return nil, fmt.Errorf("--contract (%s) %q must be %s or %s (or not given)", contract.EnvContract, m.Contract, ContractV1, ContractV2)
 	}
 	if err := schema.ValidUpgradeLockTimeout(m.UpgradeLockTimeout); err != nil {
 		return nil, fmt.Errorf("--%s (%s): %w", contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, err)
