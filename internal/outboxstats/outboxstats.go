@@ -3,7 +3,7 @@
 // cheap queries inside a read-only transaction with a statement timeout, so a slow or
 // unreachable database costs one bounded wait (Timeout) and never more. For a v1
 // table they only touch the partial indexes (non-terminal statuses, DEAD, SENT) and
-// the small workers table (docs/architecture.md, "Table contract"); for a v2 table
+// the small workers table (docs/operations.md, "What a v1 table is"); for a v2 table
 // the shard, tick, hold and batch tables and a bounded count of the open windows
 // through the (shard, seq) index (v2.go, docs/contract-v2.md).
 package outboxstats

@@ -1,4 +1,5 @@
-// Package schema owns the outbox table contract (docs/architecture.md, "Table contract"): the idempotent
+// Package schema owns the outbox table contracts (docs/architecture.md, "Table contract";
+// v1: docs/operations.md, "What a v1 table is"): the idempotent
 // DDL behind `relayworker migrate`, the side tables, and a start-up check that tells a
 // user in one line what is missing. Both the relay worker and the operator's status
 // reader use it, so the column names live in one place.

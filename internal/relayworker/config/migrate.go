@@ -27,7 +27,7 @@ type Migrate struct {
 	Shards int
 	// UpgradeLockTimeout bounds an upgrade's wait for the v1 table's ACCESS EXCLUSIVE
 	// lock; UpgradeChunkRows is how many v1 rows one copy statement scans (the copy
-	// resumed by a later migrate of any --contract takes it too).
+	// resumed by a later migrate without --contract v1 takes it too).
 	UpgradeLockTimeout time.Duration
 	UpgradeChunkRows   int
 }

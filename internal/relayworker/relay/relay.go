@@ -3,8 +3,9 @@
 // then mark the outcome under the batch's own owner token (mark.go). Run is the claim
 // loop plus the loops beside it: the mark loop, the LISTEN wake-up and the gauge and
 // heartbeat refresher (background.go). Broker-wide failures pause the claim loop
-// (broker.go). The state machine is docs/architecture.md, "State machine"; flags,
-// metrics and log keys are docs/worker-contract.md.
+// (broker.go). It runs on tables of contract v1, whose state machine is
+// docs/operations.md, "What a v1 table is"; flags, metrics and log keys are
+// docs/worker-contract.md.
 package relay
 
 import (

@@ -1,7 +1,7 @@
 // statements.go: the SQL a replay runs, per table contract. The flow (replay.go,
 // match.go, handback.go, audit.go) is one; what differs is where DEAD rows live and
 // how one goes back to the relay:
-//   - v1 (docs/architecture.md, "State machine"): the outbox row itself, DEAD ->
+//   - v1 (docs/operations.md, "What a v1 table is"): the outbox row itself, DEAD ->
 //     PENDING with retry_count 0; the relay's claim takes it again;
 //   - v2 (docs/contract-v2.md, "Hold table"): the copy in <table>_hold, DEAD -> RETRY
 //     with attempts 0, due now; the shard's owner publishes it from the hold table
