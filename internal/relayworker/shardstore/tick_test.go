@@ -1,8 +1,10 @@
 package shardstore
 
 import (
+	"context"
 	"fmt"
 	"testing"
+	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
@@ -87,4 +89,62 @@ FROM (SELECT `+schema.TickSnapshot+` AS snap) ts`, tick); err != nil {
 		t.Fatalf("a stale shard's lease was dropped: %d held", w.leases.Len())
 	}
 	wantRead(t, w, "after the stale advance", "e1", "e2")
+}
+
+// The idle close never waits for a shard row another transaction holds (an owner's
+// advance, which updates several shard rows): it leaves that shard for a later round
+// and closes the others. Waiting made the two deadlock (they took their rows in
+// different orders), and PostgreSQL broke the cycle only after deadlock_timeout: a
+// one-second stall of every worker, several times a minute at 1,000 events/s.
+func TestIdleCloseSkipsAShardRowAnotherTransactionHolds(t *testing.T) {
+	f := newFixture(t, 4)
+	w := f.worker("w1")
+	w.rebalance()
+	hot := f.sameShard(1)[0]
+	for v := 1; v <= 3; v++ {
+		f.insert(f.db, fmt.Sprintf("h%d", v), hot, v)
+		w.drain(100)
+	}
+	var held int16
+	if err := f.db.QueryRow(`SELECT shard FROM ob_shard WHERE shard <> (SELECT shard FROM ob WHERE event_id = 'h1')
+ORDER BY shard LIMIT 1`).Scan(&held); err != nil {
+		t.Fatal(err)
+	}
+	tx := begin(t, f.db)
+	defer tx.Rollback() //nolint:errcheck // committed below
+	if _, err := tx.ExecContext(ctx, `UPDATE ob_shard SET lease_until = lease_until WHERE shard = $1`, held); err != nil {
+		t.Fatal(err)
+	}
+
+	c, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if _, err := f.db.ExecContext(c, closeIdleSQL(f.tb), int64(1)<<40); err != nil {
+		t.Fatalf("idle close beside a held shard row: %v (it waited for the row)", err)
+	}
+	behind := func() []int16 {
+		rows, err := f.db.Query(`SELECT shard FROM ob_shard WHERE lo_tick < (SELECT max(tick) FROM ob_tick) ORDER BY shard`)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		var out []int16
+		for rows.Next() {
+			var s int16
+			if err := rows.Scan(&s); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	if got := behind(); len(got) != 1 || got[0] != held {
+		t.Fatalf("windows left behind the newest tick: %v, want only the held shard %d", got, held)
+	}
+	commit(t, tx)
+	if _, err := f.db.ExecContext(ctx, closeIdleSQL(f.tb), int64(1)<<40); err != nil {
+		t.Fatal(err)
+	}
+	if got := behind(); len(got) != 0 {
+		t.Fatalf("after the holder committed, windows still behind: %v", got)
+	}
 }
