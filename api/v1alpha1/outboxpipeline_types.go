@@ -272,16 +272,20 @@ type RelaySettings struct {
 	// +optional
 	Replicas *int32 `json:"replicas,omitempty"`
 
-	// BatchSize is the number of rows a worker claims per short transaction.
+	// BatchSize is the most events a worker reads and publishes per batch: on a table of
+	// contract v2, rows of one shard's window per read; on v1, rows claimed per short
+	// transaction.
 	// +kubebuilder:default=500
 	// +kubebuilder:validation:Minimum=1
 	// +kubebuilder:validation:Maximum=10000
 	// +optional
 	BatchSize int32 `json:"batchSize,omitempty"`
 
-	// Lease is how long a claimed batch belongs to a worker. Rows of a worker that dies
-	// become claimable again after it. Must exceed pollInterval and the normal p99 of a
-	// batch's publish time.
+	// Lease is how long a worker owns what it took: on a table of contract v2 a shard
+	// (renewed every lease/3 while the worker lives), on v1 a claimed batch. A worker that
+	// dies or stalls loses it when the lease ends, and another worker takes the shard
+	// (or the rows) over; its late writes are fenced by the owner token. Must exceed
+	// pollInterval and the normal p99 of a batch's publish time.
 	// +kubebuilder:default="30s"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
@@ -361,8 +365,9 @@ type MonitoringSettings struct {
 	// +optional
 	StatusInterval *metav1.Duration `json:"statusInterval,omitempty"`
 
-	// OldestPendingAgeThreshold: when the oldest unpublished event (PENDING, SENDING or
-	// RETRY) is older than this, the pipeline is Degraded (reason EventsDelayed).
+	// OldestPendingAgeThreshold: when the oldest unpublished event (status.pending or
+	// status.retrying) is older than this, the pipeline is Degraded (reason
+	// EventsDelayed).
 	// +kubebuilder:default="5m"
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:Pattern=`^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$`
@@ -500,35 +505,45 @@ type OutboxPipelineStatus struct {
 	// +optional
 	Workers string `json:"workers,omitempty"`
 
-	// Pending is the number of PENDING rows (committed, not yet claimed). The counts are
-	// always present so `kubectl get` shows 0 rather than a blank; they are meaningful
-	// once lastCheckTime is set.
+	// Pending is the number of committed events not yet published and not retrying: on a
+	// table of contract v2 the rows past their shard's cursor plus the HELD hold rows
+	// (newer versions waiting behind a retry); exact for backlogs up to about 65,536
+	// rows, estimated per shard from the rows counted beyond that. On v1, the PENDING
+	// rows. The counts are always present so
+	// `kubectl get` shows 0 rather than a blank; they are meaningful once lastCheckTime
+	// is set.
 	// +optional
 	Pending int64 `json:"pending"`
 
-	// Sending is the number of rows claimed by a worker right now.
+	// Sending is what is in flight right now: on a table of contract v2 the shards under
+	// a live lease with something to publish (v2 has no rows in flight; its unit of work
+	// is a shard's window), on v1 the SENDING rows.
 	// +optional
 	Sending int64 `json:"sending"`
 
-	// Retrying is the number of RETRY rows waiting for their backoff.
+	// Retrying is the number of events waiting for their retry backoff (RETRY hold rows
+	// on v2, RETRY rows on v1).
 	// +optional
 	Retrying int64 `json:"retrying"`
 
-	// ExpiredLeases is the number of SENDING rows whose lease has expired (their worker
-	// died or stalled; another worker will take them over).
+	// ExpiredLeases is what a worker took and lost without giving back (it died or
+	// stalled; another worker takes it over): on a table of contract v2 the shards whose
+	// lease ended without being released, on v1 the SENDING rows whose lease expired.
 	// +optional
 	ExpiredLeases int64 `json:"expiredLeases"`
 
-	// Dead is the number of DEAD rows still in the table.
+	// Dead is the number of dead events still kept (DEAD hold rows on v2, DEAD rows on
+	// v1); a DeadLetterReplay sends them again.
 	// +optional
 	Dead int64 `json:"dead"`
 
-	// OldestPendingTime is the creation time of the oldest unpublished row (PENDING,
-	// SENDING or RETRY); now minus this is the publish lag. Empty when nothing waits.
+	// OldestPendingTime is the creation time of the oldest unpublished event (pending,
+	// sending or retrying); now minus this is the publish lag. Empty when nothing waits.
 	// +optional
 	OldestPendingTime *metav1.Time `json:"oldestPendingTime,omitempty"`
 
-	// LastPublishTime is the newest sent_at in the table.
+	// LastPublishTime is when the relay last published an event: the newest batch log
+	// row that published one on a table of contract v2, the newest sent_at on v1.
 	// +optional
 	LastPublishTime *metav1.Time `json:"lastPublishTime,omitempty"`
 
