@@ -12,6 +12,8 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"net/url"
+	"os"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -216,6 +218,7 @@ func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Du
 		return res, err
 	}
 	var lats []time.Duration
+	dumpLatencies(p.name(), rate, c, pr, meta)
 	for seq := pr.from; seq < pr.to; seq++ {
 		at := c.seen[seq].Load()
 		if at == 0 {
@@ -371,4 +374,21 @@ func dbName(dsn string) string {
 		return ""
 	}
 	return strings.TrimPrefix(u.Path, "/")
+}
+
+// dumpLatencies writes the seq, aggregate, commit and first-read times of every
+// measured event into the -dump directory, if one is set.
+func dumpLatencies(name string, rate int, c *consumer, pr produced, meta []atomic.Int64) {
+	dir := *dumpDir
+	if dir == "" {
+		return
+	}
+	var b strings.Builder
+	for seq := pr.from; seq < pr.to; seq++ {
+		fmt.Fprintf(&b, "%d\t%d\t%d\t%d\n", seq, meta[seq].Load()>>32, pr.committed[seq].Load(), c.seen[seq].Load())
+	}
+	path := filepath.Join(dir, fmt.Sprintf("%s-%d.tsv", strings.ReplaceAll(name, " ", "_"), rate))
+	if err := os.WriteFile(path, []byte(b.String()), 0o644); err != nil {
+		fmt.Fprintf(os.Stderr, "-dump: %v\n", err)
+	}
 }

@@ -9,6 +9,7 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -54,6 +55,7 @@ func startStack(fsync, withPeer, logical bool) (*stack, error) {
 		// logical WAL level alike; without the cdc peer the server keeps the default.
 		settings = append(settings, pgtest.LogicalReplication...)
 	}
+	settings = append(settings, strings.Fields(*pgSet)...)
 	s.pg, err = pgtest.Start(pgtest.Options{Fsync: fsync, Settings: settings})
 	if err != nil {
 		return s, err
@@ -236,6 +238,13 @@ func spawn(name, bin string, env []string, args ...string) (*proc, error) {
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
+	if *dumpDir != "" { // -dump: the process's log too (a later process of the same name replaces it)
+		f, err := os.Create(filepath.Join(*dumpDir, strings.ReplaceAll(name, " ", "_")+".log"))
+		if err != nil {
+			return nil, fmt.Errorf("-dump: %w", err)
+		}
+		p.cmd.Stderr = io.MultiWriter(p, f)
+	}
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", name, err)
