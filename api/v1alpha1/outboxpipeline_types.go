@@ -507,7 +507,7 @@ type OutboxPipelineStatus struct {
 
 	// Pending is the number of committed events not yet published and not retrying: on a
 	// table of contract v2 the rows past their shard's cursor plus the HELD hold rows
-	// (newer versions waiting behind a retry); exact for backlogs up to about 65,536
+	// (newer versions waiting behind a retry); exact for backlogs up to about 16,384
 	// rows, estimated per shard from the rows counted beyond that. On v1, the PENDING
 	// rows. The counts are always present so
 	// `kubectl get` shows 0 rather than a blank; they are meaningful once lastCheckTime

@@ -39,11 +39,12 @@ import (
 // PendingCountBudget bounds the outbox rows one status read of a v2 table visits to
 // count Pending exactly: each shard's windows are counted up to
 // max(PendingCountBudget/shards, minShardCount) rows per part, and a shard with more
-// is extrapolated. Why 65,536: counting a row is an index entry and a heap visit, a
-// few microseconds; 65,536 of them stay far below Timeout on a loaded machine (the
-// measurement is in docs/contract-v2.md, "Status"), and a backlog that large is
-// reported to within a few percent anyway.
-const PendingCountBudget = 65536
+// is extrapolated. Why 16,384: counting a row is an index entry and a heap visit, a
+// few microseconds, and every relay worker runs this read each StatsInterval besides
+// the operator: at 65,536 the read of a 100k backlog took 43 ms quiet and 160-225 ms
+// during a drain, a quarter of PostgreSQL's CPU in the bench's 100k drain; at 16,384,
+// 12 ms, and the estimate stays within about 1% (docs/contract-v2.md, "Status").
+const PendingCountBudget = 16384
 
 // minShardCount is the least a shard is counted exactly, whatever its shard count.
 const minShardCount = 16
