@@ -145,6 +145,13 @@ func (w *worker) batch(limit int) (Batch, Advanced, bool) {
 	if len(b.Windows) == 0 {
 		return b, Advanced{}, false
 	}
+	for _, e := range b.Events {
+		// Age is the server's now() at the read less created_at: never negative (the
+		// row committed before the read's snapshot), and small in these tests.
+		if e.Age < 0 || e.Age > time.Minute || e.CreatedAt.IsZero() {
+			w.f.t.Fatalf("event %s: age %s, created_at %s", e.EventID, e.Age, e.CreatedAt)
+		}
+	}
 	b, adv := w.publishAndAdvance(b)
 	return b, adv, true
 }

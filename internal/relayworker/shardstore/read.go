@@ -76,12 +76,12 @@ func (s *Store) readRows(ctx context.Context, tokens []string, from int16, limit
 	out := make([]Event, 0, limit)
 	for rows.Next() {
 		var e Event
-		var seq, version, ageUS sql.NullInt64
+		var seq, version, nowUS sql.NullInt64
 		var id, aggType, aggID, evType, dest, key, payload sql.NullString
 		var evVersion sql.NullInt32
 		var created sql.NullTime
 		if err := rows.Scan(&e.Shard, &e.Token, &e.HiTick, &e.HiStamp, &seq, &id, &aggType, &aggID, &version, &evType, &evVersion,
-			&dest, &key, &payload, &e.Headers, &created, &ageUS, &e.Held); err != nil {
+			&dest, &key, &payload, &e.Headers, &created, &nowUS, &e.Held); err != nil {
 			_ = s.dropReadConn()
 			return nil, fmt.Errorf("read %s: scan: %w", s.t, err)
 		}
@@ -90,7 +90,13 @@ func (s *Store) readRows(ctx context.Context, tokens []string, from int16, limit
 		if payload.Valid {
 			e.Payload = []byte(payload.String)
 		}
-		e.CreatedAt, e.Age = created.Time, time.Duration(ageUS.Int64)*time.Microsecond
+		// The age on the server's clock: its now() once per read (an InitPlan), less
+		// created_at (now() - created_at per row cost 0.4 µs of PostgreSQL CPU per event,
+		// a twentieth of the read).
+		e.CreatedAt = created.Time
+		if created.Valid {
+			e.Age = time.Duration(nowUS.Int64-created.Time.UnixMicro()) * time.Microsecond
+		}
 		out = append(out, e)
 	}
 	if err := rows.Err(); err != nil {
@@ -175,7 +181,7 @@ w AS (
 )
 SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
-       (extract(epoch FROM now() - e.created_at) * 1e6)::bigint,
+       (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
        e.seq IS NOT NULL AND EXISTS (SELECT FROM ` + hold + ` h
            WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
              AND h.state IN ('` + schema.StatusRetry + `', '` + schema.StatusHeld + `'))

@@ -13,7 +13,7 @@ w AS (
 )
 SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
-       (extract(epoch FROM now() - e.created_at) * 1e6)::bigint,
+       (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
        e.seq IS NOT NULL AND EXISTS (SELECT FROM "public"."outbox_event_hold" h
            WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
              AND h.state IN ('RETRY', 'HELD'))
