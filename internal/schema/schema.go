@@ -63,6 +63,12 @@ func Channel(t pgident.Table) string { return t.Name }
 // at their next round (producers' notifications carry an empty payload).
 const LeasesReleased = "leases-released"
 
+// LeasesWanted is the payload of the NOTIFY a v2 worker sends on Channel when a lease
+// round left it under its fair share while others hold more (a worker joined): they
+// run a lease round at once and release their excess, instead of at their next round
+// (lease/3 later: the joiner stood idle that long and the others carried its share).
+const LeasesWanted = "leases-wanted"
+
 // Migrate creates (or completes) the outbox table, its indexes and side tables. It is
 // idempotent and safe to run from several pods at once, for one table or for many
 // tables of one schema: the objects a whole schema shares (the schema itself and

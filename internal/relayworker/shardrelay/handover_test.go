@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 	"github.com/outbox-operator/outbox-operator/internal/testenv/relaytest"
 )
@@ -81,5 +83,68 @@ func TestJoiningWorkerTakesReleasedShardsAtOnce(t *testing.T) {
 	t.Logf("%d events, worst commit-to-produce %s", len(recs), worst)
 	if late > 0 {
 		t.Fatalf("%d of %d events waited more than 3 s (worst %s): released shards waited for the joiner's lease round", late, len(recs), worst)
+	}
+}
+
+// A worker that joins asks the others for a lease round (schema.LeasesWanted), so it
+// holds its share within moments, not at the next round of the worker that holds
+// everything (lease/3 = 10 s here, 8-10 s after w2 starts). Before, the two workers
+// of the latency bench started together, one took all 256 shards and carried the
+// whole load for 10 s while the other stood idle.
+func TestJoiningWorkerAsksForItsShareAtOnce(t *testing.T) {
+	dsn, db := newTable(t)
+	o := opts{poll: 30 * time.Second, lease: 30 * time.Second}
+	start(t, dsn, "w1", o)
+	relaytest.Eventually(t, 30*time.Second, "w1 to hold every shard", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox_v2_shard WHERE owner IS NOT NULL`) == shards
+	})
+	joined := time.Now()
+	start(t, dsn, "w2", o)
+	relaytest.Eventually(t, 30*time.Second, "w2 to hold half the shards", func() bool {
+		return count(t, db, `SELECT count(*) FROM outbox_v2_shard WHERE split_part(owner, '/', 1) = 'w2'`) == shards/2
+	})
+	took := time.Since(joined)
+	t.Logf("w2 held its share %s after it started", took.Round(time.Millisecond))
+	if took > 4*time.Second {
+		t.Fatalf("w2 held its share %s after it started: it waited for w1's next lease round", took)
+	}
+}
+
+// Workers under their share ask for shards only from a round of their own schedule
+// (a poll interval apart), never from a round another's request started: with the
+// worker over its share stopped (here a live worker row and every shard under a
+// long lease, nobody answering), two joiners must not wake each other in a loop.
+func TestWorkersUnderTheirShareDoNotWakeEachOtherInALoop(t *testing.T) {
+	dsn, db := newTable(t)
+	if _, err := db.Exec(`INSERT INTO outbox_v2_workers (worker_id) VALUES ('stopped')`); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := db.Exec(`UPDATE outbox_v2_shard SET owner = 'stopped/1', lease_until = now() + interval '1 hour'`); err != nil {
+		t.Fatal(err)
+	}
+	l := pq.NewListener(dsn, 100*time.Millisecond, time.Second, nil)
+	t.Cleanup(func() { _ = l.Close() })
+	if err := l.Listen(schema.Channel(tb)); err != nil {
+		t.Fatal(err)
+	}
+	o := opts{poll: 200 * time.Millisecond, lease: 30 * time.Second}
+	start(t, dsn, "w2", o)
+	start(t, dsn, "w3", o)
+	wanted := 0
+	for end := time.After(3 * time.Second); ; {
+		select {
+		case n := <-l.Notify:
+			if n != nil && n.Extra == schema.LeasesWanted {
+				wanted++
+			}
+			continue
+		case <-end:
+		}
+		break
+	}
+	// Each asks at most once per poll interval: about 2 x 15 in 3 s.
+	t.Logf("%d requests for shards in 3 s", wanted)
+	if wanted == 0 || wanted > 40 {
+		t.Fatalf("%d requests for shards in 3 s from two workers with a 200 ms poll interval: want 1-40", wanted)
 	}
 }

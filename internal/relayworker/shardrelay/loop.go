@@ -56,9 +56,10 @@ func (r *Relay) loop(ctx, work context.Context) {
 			return
 		}
 		r.health.Beat()
-		if r.leaseNews.Swap(false) || !time.Now().Before(r.nextRebalance) {
+		news, due := r.leaseNews.Swap(false), !time.Now().Before(r.nextRebalance)
+		if news || due {
 			l.dropAhead() // it read under the leases this round may change
-			if err := r.rebalance(work); err != nil {
+			if err := r.rebalance(work, due); err != nil {
 				l.failed(ctx, "lease", err)
 				continue
 			}
@@ -313,8 +314,11 @@ func (r *Relay) readFrom(work context.Context, tokens []string, from int16) read
 }
 
 // rebalance is one lease round (shardstore.Store.Rebalance): heartbeat, renew, give
-// up shards over the fair share, take free ones.
-func (r *Relay) rebalance(ctx context.Context) error {
+// up shards over the fair share, take free ones. A round of the worker's own schedule
+// (due) that leaves it under its share while others hold more asks them for a round
+// now (Store.AnnounceWanted); a round another worker's announcement started does not,
+// so workers under their share never wake each other in a loop.
+func (r *Relay) rebalance(ctx context.Context, due bool) error {
 	start := time.Now()
 	had := r.leases.Len()
 	r.nextRebalance = start.Add(r.cfg.Lease / 3)
@@ -333,9 +337,15 @@ func (r *Relay) rebalance(ctx context.Context) error {
 		return err
 	}
 	if plan.Soon {
-		// Another worker will release shards at its next round: take them after a
-		// poll interval, not a lease/3 after that release.
+		// Another worker holds more than its share: ask it to release now (it
+		// announces the release, which starts this worker's next round), and look
+		// again after a poll interval anyway, not a lease/3 later.
 		r.nextRebalance = start.Add(min(r.cfg.Lease/3, r.cfg.PollInterval))
+		if due {
+			if err := r.st.AnnounceWanted(ctx); err != nil {
+				return err
+			}
+		}
 	}
 	if n := r.leases.Len(); n != had || len(plan.Release) > 0 {
 		r.log.Info("shard leases", "held", n, "before", had, "released", len(plan.Release))
@@ -348,7 +358,7 @@ func (r *Relay) keepLeases(ctx context.Context) {
 	if time.Now().Before(r.nextRebalance) {
 		return
 	}
-	if err := r.rebalance(ctx); err != nil && ctx.Err() == nil {
+	if err := r.rebalance(ctx, true); err != nil && ctx.Err() == nil {
 		r.m.Errors.WithLabelValues("lease").Inc()
 		r.log.V(1).Info("lease round failed while paused", "error", err.Error())
 	}

@@ -77,8 +77,8 @@ type Relay struct {
 	status *store.StatusReporter
 
 	wake chan struct{}
-	// leaseNews: another worker released shards (wakeUp); the loop runs a lease
-	// round before its next turn.
+	// leaseNews: another worker released or wants shards (wakeUp); the loop runs a
+	// lease round before its next turn.
 	leaseNews atomic.Bool
 	primary   func(context.Context) (bool, error)
 
@@ -189,9 +189,10 @@ func (r *Relay) reportWorker(ctx context.Context) {
 
 // wakeUp asks the loop to read now (a NOTIFY, or the LISTEN connection is back),
 // and to run a lease round first when another worker released shards
-// (schema.LeasesReleased): they have no owner until a worker's round takes them.
+// (schema.LeasesReleased: they have no owner until a worker's round takes them) or
+// wants some (schema.LeasesWanted: a worker under its share; this one may be over).
 func (r *Relay) wakeUp(payload string) {
-	if payload == schema.LeasesReleased {
+	if payload == schema.LeasesReleased || payload == schema.LeasesWanted {
 		r.leaseNews.Store(true) // before the send: idle checks it before its select
 	}
 	select {

@@ -115,6 +115,19 @@ func (s *Store) Rebalance(ctx context.Context, l *Leases) (LeasePlan, error) {
 	return plan, nil
 }
 
+// AnnounceWanted asks the table's other workers for a lease round now
+// (schema.LeasesWanted): for a worker that a round left under its share while others
+// hold more (LeasePlan.Soon). They release their excess at window boundaries and
+// announce that. The relay sends it only after a round of its own schedule, not after
+// one another worker's announcement started: two workers under their share would
+// otherwise wake each other in a loop while the one over it is stopped.
+func (s *Store) AnnounceWanted(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, announceSQL, schema.Channel(s.t), schema.LeasesWanted); err != nil {
+		return fmt.Errorf("announce wanted shards: %w", err)
+	}
+	return nil
+}
+
 // Heartbeat says this worker is live (database clock).
 func (s *Store) Heartbeat(ctx context.Context) error {
 	if _, err := s.db.ExecContext(ctx, heartbeatSQL(s.t), s.workerID); err != nil {
@@ -306,17 +319,18 @@ func (s *Store) release(ctx context.Context, l *Leases, give []Lease, q string) 
 		// The released shards have no owner until a worker's lease round takes them:
 		// without this, the joining worker's next round (a poll interval later, or
 		// lease/3) while their events waited (issue 21's second-long stalls).
-		if _, err := s.db.ExecContext(ctx, announceReleaseSQL, schema.Channel(s.t), schema.LeasesReleased); err != nil {
+		if _, err := s.db.ExecContext(ctx, announceSQL, schema.Channel(s.t), schema.LeasesReleased); err != nil {
 			return out, fmt.Errorf("announce released shards: %w", err)
 		}
 	}
 	return out, nil
 }
 
-// announceReleaseSQL wakes the table's other workers ($1 the channel, $2
-// schema.LeasesReleased) for a lease round. A statement of its own, after the
-// release committed: a listener acts on it at once, and the release is visible then.
-const announceReleaseSQL = `SELECT pg_notify($1, $2)`
+// announceSQL wakes the table's other workers ($1 the channel, $2
+// schema.LeasesReleased or schema.LeasesWanted) for a lease round. A statement of
+// its own, after the round's statements committed: a listener acts on it at once,
+// and the release (or the wanting worker's heartbeat) is visible then.
+const announceSQL = `SELECT pg_notify($1, $2)`
 
 // leaseArrays splits leases into the shard and token arrays the statements unnest.
 func leaseArrays(ls []Lease) ([]int64, []string) {

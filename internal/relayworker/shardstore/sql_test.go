@@ -29,7 +29,7 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 		{Name: "renew", About: "Renew: $1 shards, $2 their tokens, $3 lease", SQL: renewSQL(tb)},
 		{Name: "release", About: "Release: $1 shards, $2 their tokens; at a window boundary only", SQL: releaseSQL(tb)},
 		{Name: "release_all", About: "ReleaseAll: $1 shards, $2 their tokens", SQL: releaseAllSQL(tb)},
-		{Name: "announce_release", About: "after a release: $1 the table's channel, $2 schema.LeasesReleased", SQL: announceReleaseSQL},
+		{Name: "announce_release", About: "after a release, or a round that left the worker under its share: $1 the table's channel, $2 schema.LeasesReleased or schema.LeasesWanted", SQL: announceSQL},
 		{Name: "leave", About: "ReleaseAll, then: $1 worker id", SQL: leaveSQL(tb)},
 	})
 }
