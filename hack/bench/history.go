@@ -49,7 +49,7 @@ func (p *relayV2Peer) loadHistory(db *sql.DB, tag string, n int) error {
 		return err
 	}
 	defer st.Close()
-	tick, recorded, err := st.Tick(ctx)
+	tick, recorded, err := st.Tick(ctx, nil) // holds no shard: closes no window (the UPDATE below moves them)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}

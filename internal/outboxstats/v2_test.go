@@ -85,7 +85,7 @@ func (f *v2fix) rebalance() {
 
 func (f *v2fix) tick() bool {
 	f.t.Helper()
-	_, rec, err := f.st.Tick(bg)
+	_, rec, err := f.st.Tick(bg, f.leases.Tokens())
 	if err != nil {
 		f.t.Fatal(err)
 	}

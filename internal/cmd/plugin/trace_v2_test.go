@@ -46,7 +46,7 @@ func v2Pipeline(t *testing.T) (string, outboxDB) {
 	if _, err := st.Rebalance(ctx, &leases); err != nil {
 		t.Fatal(err)
 	}
-	if _, _, err := st.Tick(ctx); err != nil {
+	if _, _, err := st.Tick(ctx, leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 	b, err := st.Read(ctx, leases.Tokens(), 0, 100)

@@ -79,7 +79,7 @@ VALUES ($1, 'order', $2, $3, 'order.changed', 'orders', $2, '{}', now() - make_i
 
 func (f *v2fix) tick() {
 	f.t.Helper()
-	if _, _, err := f.st.Tick(context.Background()); err != nil {
+	if _, _, err := f.st.Tick(context.Background(), f.leases.Tokens()); err != nil {
 		f.t.Fatal(err)
 	}
 }

@@ -176,7 +176,7 @@ func (l *loopState) readAndPublish(ctx, work context.Context) (*batchPart, error
 func (l *loopState) tick(work context.Context) error {
 	drainWake(l.r.wake) // the tick covers what a NOTIFY announced so far
 	l.ticked = true
-	_, _, err := l.r.st.Tick(work)
+	_, _, err := l.r.st.Tick(work, l.r.leases.Tokens())
 	return err
 }
 

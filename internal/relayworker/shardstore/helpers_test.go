@@ -209,7 +209,7 @@ func (w *worker) drain(limit int) {
 		if _, _, any := w.batch(limit); any {
 			continue
 		}
-		if _, rec, err := w.st.Tick(ctx); err != nil {
+		if _, rec, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 			w.f.t.Fatal(err)
 		} else if !rec {
 			return

@@ -96,7 +96,7 @@ func TestShardsRebalanceAcross1To3To2Workers(t *testing.T) {
 	// c stalls mid-batch: it has read, and published, when its leases run out and
 	// its heartbeat goes stale (the clock is the database's: moved in the rows).
 	produce(60)
-	if _, _, err := c.st.Tick(ctx); err != nil {
+	if _, _, err := c.st.Tick(ctx, c.leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 	stale, err := c.st.Read(ctx, c.leases.Tokens(), c.next, 1000)

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/lib/pq"
 )
 
 // The read and the tick's idle close visit only a window's rows: every scan of the
@@ -27,17 +29,17 @@ FROM generate_series(1, 20000) g`); err != nil {
 	w.drain(500)
 	tx := begin(t, f.db)
 	f.insert(tx, "straddle", "agg-straddle", 1)
-	if _, _, err := w.st.Tick(ctx); err != nil {
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 	// Every shard's (empty) window now starts at that tick, whose xip list holds tx:
 	// after its commit, part 2 of every shard has an id to probe.
-	if _, err := f.db.Exec(closeIdleSQL(f.tb), 1<<40); err != nil {
+	if _, err := f.db.Exec(closeIdleSQL(f.tb), 1<<40, pq.Array(w.leases.Tokens())); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, tx)
 	f.insert(f.db, "after", "agg-after", 1)
-	if _, _, err := w.st.Tick(ctx); err != nil {
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 
@@ -57,7 +59,7 @@ FROM generate_series(1, 20000) g`); err != nil {
 	tokens := "ARRAY['" + strings.Join(w.leases.Tokens(), "','") + "']"
 	plans := map[string]string{
 		"read":       `EXPLAIN (ANALYZE, COSTS OFF) EXECUTE rd(` + tokens + `, 500, 0)`,
-		"idle close": `EXPLAIN (ANALYZE, COSTS OFF) ` + strings.Replace(closeIdleSQL(f.tb), "$1", "1000000", 1),
+		"idle close": `EXPLAIN (ANALYZE, COSTS OFF) ` + strings.NewReplacer("$1", "1000000", "$2::text[]", tokens).Replace(closeIdleSQL(f.tb)),
 	}
 	for name, q := range plans {
 		plan := explain(t, conn, q)

@@ -43,7 +43,7 @@ func TestStatusViewFollowsCursorAndHolds(t *testing.T) {
 	}
 	late := begin(t, f.db)
 	f.insert(late, "late-1", "late", 1) // takes its id and seq now, commits after the tick
-	if _, _, err := w.st.Tick(ctx); err != nil {
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 	commit(t, late)

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/lib/pq"
+
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
@@ -16,7 +18,7 @@ func TestTickRecordsOnlyWhenNeededAndTrims(t *testing.T) {
 	f := newFixture(t, 4)
 	w := f.worker("w1")
 	w.rebalance()
-	if _, rec, err := w.st.Tick(ctx); err != nil || rec {
+	if _, rec, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil || rec {
 		t.Fatalf("tick on an empty table: recorded %v, %v", rec, err)
 	}
 	hot := f.sameShard(1)[0]
@@ -59,7 +61,7 @@ func TestAdvanceNamingARenumberedTickMovesNothing(t *testing.T) {
 	w.rebalance()
 	aggs := f.sameShard(1)
 	f.insert(f.db, "e1", aggs[0], 1)
-	tick, rec, err := w.st.Tick(ctx)
+	tick, rec, err := w.st.Tick(ctx, w.leases.Tokens())
 	if err != nil || !rec {
 		t.Fatalf("tick: %d %v %v", tick, rec, err)
 	}
@@ -118,7 +120,7 @@ ORDER BY shard LIMIT 1`).Scan(&held); err != nil {
 
 	c, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := f.db.ExecContext(c, closeIdleSQL(f.tb), int64(1)<<40); err != nil {
+	if _, err := f.db.ExecContext(c, closeIdleSQL(f.tb), int64(1)<<40, pq.Array(w.leases.Tokens())); err != nil {
 		t.Fatalf("idle close beside a held shard row: %v (it waited for the row)", err)
 	}
 	behind := func() []int16 {
@@ -141,10 +143,53 @@ ORDER BY shard LIMIT 1`).Scan(&held); err != nil {
 		t.Fatalf("windows left behind the newest tick: %v, want only the held shard %d", got, held)
 	}
 	commit(t, tx)
-	if _, err := f.db.ExecContext(ctx, closeIdleSQL(f.tb), int64(1)<<40); err != nil {
+	if _, err := f.db.ExecContext(ctx, closeIdleSQL(f.tb), int64(1)<<40, pq.Array(w.leases.Tokens())); err != nil {
 		t.Fatal(err)
 	}
 	if got := behind(); len(got) != 0 {
 		t.Fatalf("after the holder committed, windows still behind: %v", got)
+	}
+}
+
+// A worker's idle close moves only the windows of the shards it holds: another
+// worker's shard rows are that worker's to write (its advance would wait for this
+// statement otherwise). Each worker closes its own.
+func TestIdleCloseMovesOnlyTheCallersShards(t *testing.T) {
+	f := newFixture(t, 4)
+	a, b := f.worker("a"), f.worker("b")
+	a.rebalance()
+	b.rebalance()
+	a.rebalance() // a releases two, b takes them
+	b.rebalance()
+	if a.leases.Len() != 2 || b.leases.Len() != 2 {
+		t.Fatalf("a holds %d, b %d; want 2 each", a.leases.Len(), b.leases.Len())
+	}
+	for i := range IdleTicks + 1 {
+		f.insert(f.db, fmt.Sprintf("t%d", i), fmt.Sprintf("agg-%d", i), 1)
+		if _, _, err := a.st.Tick(ctx, nil); err != nil { // ticks, closes nothing
+			t.Fatal(err)
+		}
+	}
+	// Every window is now (first tick, newest] and, with the rows gone (a test's
+	// shortcut: the relay never deletes them), empty: idle on both workers' shards.
+	if _, err := f.db.Exec(`DELETE FROM ob`); err != nil {
+		t.Fatal(err)
+	}
+	behind := func(w *worker) int {
+		var n int
+		if err := f.db.QueryRow(`SELECT count(*) FROM ob_shard WHERE lo_tick < (SELECT max(tick) FROM ob_tick) AND owner = ANY ($1)`,
+			pq.Array(w.leases.Tokens())).Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if ba, bb := behind(a), behind(b); ba != 2 || bb != 2 {
+		t.Fatalf("idle windows behind the newest tick: a %d, b %d; want 2 each", ba, bb)
+	}
+	if _, err := f.db.ExecContext(ctx, closeIdleSQL(f.tb), int64(1)<<40, pq.Array(a.leases.Tokens())); err != nil {
+		t.Fatal(err)
+	}
+	if ba, bb := behind(a), behind(b); ba != 0 || bb != 2 {
+		t.Fatalf("after a's idle close: a %d behind, b %d; want a's closed and b's left", ba, bb)
 	}
 }

@@ -93,7 +93,7 @@ func TestLongTransactionElsewhereDoesNotHoldReadsBack(t *testing.T) {
 		want = append(want, id)
 	}
 	wantRead(t, w, "with a long transaction open", want...)
-	if _, rec, err := w.st.Tick(ctx); err != nil || rec {
+	if _, rec, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil || rec {
 		t.Fatalf("tick on an idle table with a long transaction open: recorded %v, %v", rec, err)
 	}
 	commit(t, long)
@@ -165,7 +165,7 @@ func TestHotAggregateIsReadInPartsInOrder(t *testing.T) {
 	for v := 1; v <= 40; v++ {
 		f.insert(f.db, fmt.Sprintf("hot-%02d", v), "hot", v)
 	}
-	if _, _, err := w.st.Tick(ctx); err != nil {
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 		t.Fatal(err)
 	}
 	parts, v := 0, 41

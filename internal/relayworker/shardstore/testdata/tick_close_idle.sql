@@ -3,7 +3,7 @@ WITH nw AS (SELECT tick, snap, seq_after FROM "public"."outbox_event_tick" ORDER
 durability AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 idle AS (
   SELECT s.shard, nw.tick FROM "public"."outbox_event_shard" s, nw, durability, "public"."outbox_event_tick" lo
-  WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.pos IS NULL AND s.hi_tick IS NULL
+  WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.owner = ANY ($2::text[]) AND s.pos IS NULL AND s.hi_tick IS NULL
     AND NOT EXISTS (SELECT FROM pg_snapshot_xip(lo.snap) AS en(id)
                     WHERE pg_visible_in_snapshot(en.id, nw.snap)
                       AND EXISTS (SELECT FROM "public"."outbox_event" o
