@@ -30,3 +30,15 @@ func (p *relayV2Peer) settled(db *sql.DB) (bool, error) {
 	err := db.QueryRow(`SELECT EXISTS (SELECT 1 FROM public.outbox_event_hold WHERE state IN ('RETRY', 'HELD'))`).Scan(&busy)
 	return !busy, err
 }
+
+// relayOf is the relay behind p, on either contract: its workers' metrics (stages)
+// and profiles (-profile) are read the same way.
+func relayOf(p peer) (*relayPeer, bool) {
+	switch rp := p.(type) {
+	case *relayPeer:
+		return rp, true
+	case *relayV2Peer:
+		return rp.relayPeer, true
+	}
+	return nil, false
+}

@@ -23,7 +23,7 @@ type profiler struct {
 
 // cpu starts a CPU profile of every worker of p for d.
 func (pf *profiler) cpu(p peer, tag string, d time.Duration) {
-	rp, ok := p.(*relayPeer)
+	rp, ok := relayOf(p)
 	if pf == nil || !ok {
 		return
 	}
@@ -39,7 +39,7 @@ func (pf *profiler) cpu(p peer, tag string, d time.Duration) {
 
 // finish waits for the CPU profiles and saves block and mutex profiles.
 func (pf *profiler) finish(p peer, tag string) {
-	rp, ok := p.(*relayPeer)
+	rp, ok := relayOf(p)
 	if pf == nil || !ok {
 		return
 	}

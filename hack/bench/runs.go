@@ -104,9 +104,7 @@ func (s *stack) drain(p peer, tag string, n, history, workers int) (drainResult,
 	if res.wal, err = m.walSince(); err != nil {
 		return res, err
 	}
-	if rp, ok := p.(*relayPeer); ok {
-		res.stages = rp.stages()
-	} else if rp, ok := p.(*relayV2Peer); ok {
+	if rp, ok := relayOf(p); ok {
 		res.stages = rp.stages()
 	}
 	s.prof.finish(p, tag)
@@ -244,7 +242,7 @@ func (s *stack) latency(p peer, tag string, rate, workers int, warm, dur time.Du
 		res.p50, res.p95, res.p99, res.max = pct(0.50), pct(0.95), pct(0.99), lats[len(lats)-1]
 	}
 	res.reorders = c.reorders.Load()
-	if rp, ok := p.(*relayPeer); ok {
+	if rp, ok := relayOf(p); ok {
 		res.stages = rp.stages()
 	}
 	if idle {
