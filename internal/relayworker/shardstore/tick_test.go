@@ -123,23 +123,15 @@ ORDER BY shard LIMIT 1`).Scan(&held); err != nil {
 	if _, err := f.db.ExecContext(c, closeIdleSQL(f.tb), int64(1)<<40, pq.Array(w.leases.Tokens())); err != nil {
 		t.Fatalf("idle close beside a held shard row: %v (it waited for the row)", err)
 	}
-	behind := func() []int16 {
-		rows, err := f.db.Query(`SELECT shard FROM ob_shard WHERE lo_tick < (SELECT max(tick) FROM ob_tick) ORDER BY shard`)
-		if err != nil {
+	behind := func() []int64 {
+		var out []int64
+		if err := f.db.QueryRow(`SELECT COALESCE(array_agg(shard ORDER BY shard), '{}') FROM ob_shard
+WHERE lo_tick < (SELECT max(tick) FROM ob_tick)`).Scan(pq.Array(&out)); err != nil {
 			t.Fatal(err)
-		}
-		defer rows.Close()
-		var out []int16
-		for rows.Next() {
-			var s int16
-			if err := rows.Scan(&s); err != nil {
-				t.Fatal(err)
-			}
-			out = append(out, s)
 		}
 		return out
 	}
-	if got := behind(); len(got) != 1 || got[0] != held {
+	if got := behind(); len(got) != 1 || got[0] != int64(held) {
 		t.Fatalf("windows left behind the newest tick: %v, want only the held shard %d", got, held)
 	}
 	commit(t, tx)
