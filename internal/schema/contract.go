@@ -9,7 +9,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
+	"github.com/outbox-operator/outbox-operator/internal/pgerr"
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 )
 
@@ -116,6 +119,9 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 		}
 		stmts = nil
 	case ContractV2:
+		if err := lockForDDL(ctx, tx, t, opts.upgradeLockTimeout()); err != nil {
+			return fmt.Errorf("migrate %s: %w", t, err)
+		}
 		if c.Shards != n {
 			if err := reshardable(ctx, tx, t, c.Shards, n); err != nil {
 				return fmt.Errorf("migrate %s: %w", t, err)
@@ -152,6 +158,28 @@ func resumeUpgrade(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Opti
 		return fmt.Errorf("migrate %s: %w", t, err)
 	}
 	return finishUpgrade(ctx, db, t, c.Shards, opts.upgradeChunk())
+}
+
+// lockForDDL takes t's SHARE ROW EXCLUSIVE lock, waiting at most lock, before
+// V2Statements run on an existing v2 table (every relay pod's migrate init container
+// runs them, producers writing meanwhile). They take t's sequence (ALTER SEQUENCE ...
+// OWNED BY) before t itself (CREATE INDEX IF NOT EXISTS takes a SHARE lock even when
+// the index exists), while a producer's INSERT holds t (ROW EXCLUSIVE) before it draws
+// from the sequence: the two deadlocked, and PostgreSQL broke the cycle after
+// deadlock_timeout by aborting one of them, the migrate or the producer's own
+// transaction. Taking t first, in the producers' order, makes the migrate wait for the
+// INSERTs under way instead, and new ones wait for its few milliseconds of no-op DDL.
+func lockForDDL(ctx context.Context, tx *sql.Tx, t pgident.Table, lock time.Duration) error {
+	if _, err := tx.ExecContext(ctx, `SET LOCAL lock_timeout = '`+strconv.FormatInt(lock.Milliseconds(), 10)+`ms'`); err != nil {
+		return fmt.Errorf("set the lock timeout: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `LOCK TABLE `+t.Qualified()+` IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+		if pgerr.Is(err, pgerr.LockNotAvailable) {
+			return fmt.Errorf("no SHARE ROW EXCLUSIVE lock on the table within %s (a transaction holds it: find it in pg_stat_activity, then run migrate again): %w", lock, err)
+		}
+		return fmt.Errorf("lock the table: %w", err)
+	}
+	return nil
 }
 
 // reshardable locks t against inserts (SHARE ROW EXCLUSIVE conflicts with the

@@ -2,9 +2,11 @@ package schema
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/lib/pq"
 
@@ -227,5 +229,55 @@ func TestMigrateV2ChangesShardsOnlyWhileEmpty(t *testing.T) {
 	}
 	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 100}); err == nil || !strings.Contains(err.Error(), "not a power of two") {
 		t.Fatalf("100 shards = %v", err)
+	}
+}
+
+// A migrate of an existing v2 table beside a producer's transaction that holds the
+// table and has yet to draw from the sequence: the migrate takes the table first and
+// waits for the transaction, which then inserts and commits; both succeed. Taking the
+// sequence first (ALTER SEQUENCE ... OWNED BY) and then the table (CREATE INDEX IF NOT
+// EXISTS) deadlocked with it, and PostgreSQL aborted one of the two after
+// deadlock_timeout (found by the upgrade kill test: the resumed migrate failed).
+func TestMigrateV2BesideAProducerDoesNotDeadlock(t *testing.T) {
+	db := open(t)
+	ctx := context.Background()
+	tb, _ := pgident.NewTable("public", "ob")
+	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 8}); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck // committed below
+	// What an INSERT holds before its default draws the seq: the table, ROW EXCLUSIVE.
+	if _, err := tx.Exec(`LOCK TABLE public.ob IN ROW EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- MigrateV2(ctx, db, tb, V2Options{Shards: 8}) }()
+	// The migrate is waiting for a lock (the table's, now).
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		var waiting bool
+		if err := db.QueryRow(`SELECT EXISTS (SELECT FROM pg_locks WHERE NOT granted)`).Scan(&waiting); err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the migrate never waited for the producer's transaction")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if _, err := tx.Exec(fmt.Sprintf(insertV2, tb.Qualified()), "e1", "a", 1); err != nil {
+		t.Fatalf("the producer's INSERT beside the migrate: %v", err)
+	}
+	if err := tx.Commit(); err != nil {
+		t.Fatalf("the producer's commit: %v", err)
+	}
+	if err := <-done; err != nil {
+		t.Fatalf("the migrate beside the producer: %v", err)
 	}
 }

@@ -17,7 +17,8 @@ import (
 // from the upgrade's first transaction on (the producer's INSERTs go on against it),
 // the next migrate resumes the copy after the killed one's last committed chunk, and
 // once two v2 workers run every committed event reaches Kafka (lost = 0), each
-// aggregate's versions first in order, and each v1 DEAD row is one DEAD hold row.
+// aggregate's versions first in order, and each v1 DEAD row is one DEAD hold row,
+// which a replay process then publishes.
 func TestV1ToV2UpgradeKilledMidCopy(t *testing.T) {
 	dsn, db := relaytest.PG.OpenDatabase(t)
 	env := []string{"OUTBOX_DSN=" + dsn}
@@ -113,6 +114,22 @@ UNION ALL SELECT event_id FROM public.outbox_event_v1 WHERE destination = $1 AND
 	if n := mustCount(t, db, `SELECT count(*) FROM public.outbox_event_hold WHERE state = 'DEAD' AND attempts = 3
 AND last_error_code = 'MESSAGE_TOO_LARGE' AND destination = $1`, tp); n != dead {
 		t.Fatalf("%d DEAD hold rows for the %d v1 DEAD rows", n, dead)
+	}
+	// The v1 DEAD rows are replayable from the hold table, as a DeadLetterReplay Job
+	// replays them: a `relayworker replay` process, published by the running workers.
+	onKafka := broker.Count(tp)
+	code, out := relayproc.Run(t, bin, env, "replay", "--replay-id=shop/after-upgrade/u1",
+		"--reason=INC-10: v1 dead rows after the upgrade", "--requested-by=oncall", "--event-type=order.changed",
+		"--canary-size=2", "--rate=100", "--settle-timeout=1m")
+	if code != 0 {
+		t.Fatalf("replay of the v1 DEAD rows: exit %d: %s", code, out)
+	}
+	if n := broker.Count(tp) - onKafka; n != dead {
+		t.Fatalf("%d records published by the replay, want the %d v1 DEAD rows", n, dead)
+	}
+	if n := mustCount(t, db, `SELECT count(*) FROM public.outbox_event_replay_audit WHERE replay_id = 'shop/after-upgrade/u1'
+AND phase = 'Succeeded' AND matched = $1 AND succeeded = $1`, dead); n != 1 {
+		t.Fatalf("no Succeeded audit row with %d matched and succeeded", dead)
 	}
 	checkSurvived(t, 3, a, b)
 }

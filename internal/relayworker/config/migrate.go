@@ -26,7 +26,8 @@ type Migrate struct {
 	// the table has).
 	Shards int
 	// UpgradeLockTimeout bounds an upgrade's wait for the v1 table's ACCESS EXCLUSIVE
-	// lock; UpgradeChunkRows is how many v1 rows one copy statement scans (the copy
+	// lock, and a migrate's of an existing v2 table for its SHARE ROW EXCLUSIVE lock;
+	// UpgradeChunkRows is how many v1 rows one copy statement scans (the copy
 	// resumed by a later migrate without --contract v1 takes it too).
 	UpgradeLockTimeout time.Duration
 	UpgradeChunkRows   int
@@ -40,7 +41,7 @@ func bindMigrate(b *binder, m *Migrate) {
 			"v1 creates or keeps a v1 table and refuses a v2 one; not given: a new table is created as v2 and an existing one keeps its contract")
 	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "a v2 table's fixed shard count, a power of two (0: 256 for a new table, the table's own count for an existing one)")
 	b.duration(&m.UpgradeLockTimeout, contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, schema.DefaultUpgradeLockTimeout,
-		"--contract v2 on a v1 table: how long the upgrade waits for the table's ACCESS EXCLUSIVE lock (producers queue behind the wait)")
+		"how long migrate waits for the table's lock: ACCESS EXCLUSIVE to upgrade a v1 table (--contract v2), SHARE ROW EXCLUSIVE for the DDL of an existing v2 one (producers queue behind the wait)")
 	b.integer(&m.UpgradeChunkRows, contract.FlagUpgradeChunkRows, contract.EnvUpgradeChunkRows, schema.DefaultUpgradeChunk,
 		"upgrade from v1: v1 rows one copy statement scans (one transaction each; also when a later migrate resumes the copy)")
 }
