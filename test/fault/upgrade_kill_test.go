@@ -3,7 +3,6 @@ package fault
 import (
 	"database/sql"
 	"errors"
-	"fmt"
 	"syscall"
 	"testing"
 	"time"
@@ -20,13 +19,9 @@ import (
 // aggregate's versions first in order, and each v1 DEAD row is one DEAD hold row,
 // which a replay process then publishes.
 func TestV1ToV2UpgradeKilledMidCopy(t *testing.T) {
-	dsn, db := relaytest.PG.OpenDatabase(t)
-	env := []string{"OUTBOX_DSN=" + dsn}
-	if code, out := relayproc.Run(t, bin, env, "migrate", "--contract=v1"); code != 0 {
-		t.Fatalf("migrate (v1): exit %d: %s", code, out)
-	}
-	tp := newTopic(t, "upgrade-kill")
 	const backlog, aggs, dead = 5000, 200, 7
+	dsn, db, tp := v1TableWithDead(t, "upgrade-kill", dead)
+	env := []string{"OUTBOX_DSN=" + dsn}
 	// The v1 backlog: PENDING rows, each aggregate's versions in insert order (aggregates
 	// of their own: the producer's are <topic>-a<n>).
 	if _, err := db.Exec(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version,
@@ -35,18 +30,10 @@ SELECT $1 || '-b' || g, 'order', $1 || '-backlog' || (g % $2), g, 'order.changed
 FROM generate_series(1, $3::int) g`, tp, aggs, backlog); err != nil {
 		t.Fatal(err)
 	}
-	for i := range dead {
-		if _, err := db.Exec(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-    destination, message_key, payload, status, retry_count, last_error_code, last_error_message)
-VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_TOO_LARGE', 'too large')`,
-			fmt.Sprintf("%s-dead%d", tp, i), tp); err != nil {
-			t.Fatal(err)
-		}
-	}
 	prod := startProducer(t, db, tp, 12)
 	relaytest.Eventually(t, 30*time.Second, "the producer committing", func() bool { return prod.committed.Load() >= 20 })
 
-	// One v1 row per chunk: the copy takes a few hundred transactions; kill it in the
+	// Ten v1 rows per chunk: the copy takes some 500 transactions; kill it in the
 	// middle, after some of them committed.
 	m := relayproc.Spawn(t, bin, env, "migrate", "--contract=v2", "--shards=16", "--upgrade-chunk-rows=10")
 	var atKill int
@@ -84,36 +71,8 @@ VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_T
 	})
 	prod.Stop(t)
 
-	committed := map[string]bool{}
-	rows, err := db.Query(`SELECT event_id FROM public.outbox_event WHERE destination = $1
-UNION ALL SELECT event_id FROM public.outbox_event_v1 WHERE destination = $1 AND status <> 'DEAD'`, tp)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			t.Fatal(err)
-		}
-		committed[id] = true
-	}
-	if err := rows.Close(); err != nil {
-		t.Fatal(err)
-	}
-	if len(committed) < backlog+200 {
-		t.Fatalf("%d committed events, want at least the %d of the backlog and 200 more", len(committed), backlog)
-	}
-	relaytest.Eventually(t, 120*time.Second, "every committed event on Kafka", func() bool {
-		return missing(t, tp, committed) == 0
-	})
-	d := verifyRecords(t, committed, tp)
-	t.Logf("%d events, %d records, %d duplicates", d.events, d.records, d.duplicates)
-	relaytest.Eventually(t, 30*time.Second, "no open hold row", func() bool {
-		return mustCount(t, db, `SELECT count(*) FROM public.outbox_event_hold WHERE state <> 'DEAD'`) == 0
-	})
-	if n := mustCount(t, db, `SELECT count(*) FROM public.outbox_event_hold WHERE state = 'DEAD' AND attempts = 3
-AND last_error_code = 'MESSAGE_TOO_LARGE' AND destination = $1`, tp); n != dead {
-		t.Fatalf("%d DEAD hold rows for the %d v1 DEAD rows", n, dead)
+	if n := checkUpgradeDelivered(t, db, tp, dead, 120*time.Second); n < backlog+200 {
+		t.Fatalf("%d committed events, want at least the %d of the backlog and 200 more", n, backlog)
 	}
 	// The v1 DEAD rows are replayable from the hold table, as a DeadLetterReplay Job
 	// replays them: a `relayworker replay` process, published by the running workers.

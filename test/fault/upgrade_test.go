@@ -1,6 +1,7 @@
 package fault
 
 import (
+	"database/sql"
 	"fmt"
 	"strings"
 	"syscall"
@@ -19,20 +20,8 @@ import (
 // committed event reaches Kafka (lost = 0), each aggregate's versions first arrive in
 // order (duplicates allowed and counted), and the v1 DEAD rows are DEAD hold rows.
 func TestV1ToV2UpgradeUnderLoad(t *testing.T) {
-	dsn, db := relaytest.PG.OpenDatabase(t)
-	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v1"); code != 0 {
-		t.Fatalf("migrate (v1): exit %d: %s", code, out)
-	}
-	tp := newTopic(t, "upgrade")
 	const dead = 7
-	for i := range dead {
-		if _, err := db.Exec(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-    destination, message_key, payload, status, retry_count, last_error_code, last_error_message)
-VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_TOO_LARGE', 'too large')`,
-			fmt.Sprintf("%s-dead%d", tp, i), tp); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dsn, db, tp := v1TableWithDead(t, "upgrade", dead)
 	v1a := startWorker(t, "upgrade-v1a", dsn, "--batch-size=50", "--lease=4s")
 	v1b := startWorker(t, "upgrade-v1b", dsn, "--batch-size=50", "--lease=4s")
 	v1a.waitReady(t)
@@ -91,7 +80,38 @@ VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_T
 	})
 	prod.Stop(t)
 
-	// Committed: every event of the v2 table and every v1 row but the DEAD ones.
+	checkUpgradeDelivered(t, db, tp, dead, 60*time.Second)
+	checkSurvived(t, 3, v2a, v2b)
+}
+
+// v1TableWithDead is a v1 outbox table in a database of its own, a fresh topic named
+// after prefix, and dead DEAD rows for it (attempts 3, MESSAGE_TOO_LARGE), which an
+// upgrade must keep as DEAD hold rows.
+func v1TableWithDead(t *testing.T, prefix string, dead int) (dsn string, db *sql.DB, tp string) {
+	t.Helper()
+	dsn, db = relaytest.PG.OpenDatabase(t)
+	if code, out := relayproc.Run(t, bin, []string{"OUTBOX_DSN=" + dsn}, "migrate", "--contract=v1"); code != 0 {
+		t.Fatalf("migrate (v1): exit %d: %s", code, out)
+	}
+	tp = newTopic(t, prefix)
+	for i := range dead {
+		if _, err := db.Exec(`INSERT INTO public.outbox_event (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
+    destination, message_key, payload, status, retry_count, last_error_code, last_error_message)
+VALUES ($1, 'order', $1, 1, 'order.changed', $2, $1, '{}', 'DEAD', 3, 'MESSAGE_TOO_LARGE', 'too large')`,
+			fmt.Sprintf("%s-dead%d", tp, i), tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dsn, db, tp
+}
+
+// checkUpgradeDelivered waits until every event committed for topic tp across an
+// upgrade (the v2 table's rows and the v1 rows moved aside, but the DEAD ones) is on
+// Kafka, checks the records (each aggregate's versions first in order, duplicates
+// allowed), that no hold row stays open, and that the dead v1 DEAD rows are DEAD hold
+// rows with their attempts and error. It returns how many events were committed.
+func checkUpgradeDelivered(t *testing.T, db *sql.DB, tp string, dead int, within time.Duration) int {
+	t.Helper()
 	committed := map[string]bool{}
 	rows, err := db.Query(`SELECT event_id FROM public.outbox_event WHERE destination = $1
 UNION ALL SELECT event_id FROM public.outbox_event_v1 WHERE destination = $1 AND status <> 'DEAD'`, tp)
@@ -108,9 +128,9 @@ UNION ALL SELECT event_id FROM public.outbox_event_v1 WHERE destination = $1 AND
 	if err := rows.Close(); err != nil {
 		t.Fatal(err)
 	}
-	// Not a record count: the SIGSTOPped workers' late publishes are duplicates that
+	// Not a record count: late publishes of stopped v1 workers are duplicates that
 	// reach it while versions HELD behind their rows (due at the lease end) still wait.
-	relaytest.Eventually(t, 60*time.Second, "every committed event on Kafka", func() bool {
+	relaytest.Eventually(t, within, "every committed event on Kafka", func() bool {
 		return missing(t, tp, committed) == 0
 	})
 	d := verifyRecords(t, committed, tp)
@@ -122,7 +142,7 @@ UNION ALL SELECT event_id FROM public.outbox_event_v1 WHERE destination = $1 AND
 AND last_error_code = 'MESSAGE_TOO_LARGE' AND destination = $1`, tp); n != dead {
 		t.Fatalf("%d of the %d v1 DEAD rows are DEAD hold rows with their attempts and error", n, dead)
 	}
-	checkSurvived(t, 3, v2a, v2b)
+	return len(committed)
 }
 
 // lastLines is s's last n lines.
