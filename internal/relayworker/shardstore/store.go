@@ -20,6 +20,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/contract"
@@ -55,6 +56,9 @@ type Store struct {
 	mu   sync.Mutex // guards the read connection
 	conn *sql.Conn
 	read *sql.Stmt
+
+	// housekept is the newest tick at this worker's last housekeeping (Tick).
+	housekept atomic.Int64
 }
 
 // New checks the options; it does not touch the database.

@@ -29,61 +29,75 @@ const IdleTicks = 16
 // larger number; comparing with seq_after would miss one that drew it between the
 // snapshot and seq_after), or when a transaction that was running at the newest tick
 // has ended since (its rows become a window). So an idle table, even with a long
-// transaction open elsewhere, gets no ticks. Every IdleTicks-th tick also closes
-// windows that stayed empty for IdleTicks ticks and deletes the ticks below every
-// shard's lo_tick (housekeeping). The idle close touches only the shards held under
-// tokens (the caller's leases): the owner's advance is the only other writer of those
-// rows, and the two run one after the other in the owner's loop. Closing every
-// worker's idle shards made the other worker's advances wait for this statement
-// (13-30 ms, dozens of times a minute at 5,000 events/s); a shard nobody holds has no
-// reader and no ticks to pile up behind it until a worker takes it.
-// Several workers may call it; the lock serialises them.
+// transaction open elsewhere, gets no ticks. Several workers may call it; the lock
+// serialises them.
+//
+// Then, once the newest tick is IdleTicks past this worker's last housekeeping
+// (whoever recorded the ticks in between), it closes the windows of its own shards
+// (held under tokens) that stayed empty for IdleTicks ticks and deletes the ticks
+// below every shard's lo_tick. Own shards only: the owner's advance is the only other
+// writer of those rows, and the two run one after the other in the owner's loop;
+// closing every worker's idle shards made the other workers' advances wait for this
+// statement (13-30 ms, dozens of times a minute at 5,000 events/s). Counted from the
+// newest tick, not from the ticks this worker records: a worker whose shards are all
+// idle records few ticks or none (a busy one records them first), and its windows
+// would hold every tick since.
 func (s *Store) Tick(ctx context.Context, tokens []string) (tick int64, recorded bool, err error) {
+	tick, newest, recorded, err := s.tick(ctx)
+	if err != nil {
+		return 0, false, err
+	}
+	if last := s.housekept.Load(); housekeepingDue(newest, last) && s.housekept.CompareAndSwap(last, newest) {
+		// After the tick's commit, outside the tick lock: in the bench the idle close
+		// took 47-257 ms per call under load, and the other worker's tick waited for it.
+		if _, err := s.db.ExecContext(ctx, closeIdleSQL(s.t), newest-IdleTicks, pq.Array(tokens)); err != nil {
+			return tick, recorded, fmt.Errorf("tick: close idle windows: %w", err)
+		}
+		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t)); err != nil {
+			return tick, recorded, fmt.Errorf("tick: trim: %w", err)
+		}
+	}
+	return tick, recorded, nil
+}
+
+// tick is Tick's transaction: it records a tick when needed and returns it, and
+// the newest tick either way.
+func (s *Store) tick(ctx context.Context) (tick, newest int64, recorded bool, err error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return 0, false, fmt.Errorf("tick: begin: %w", err)
+		return 0, 0, false, fmt.Errorf("tick: begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var before int64
 	var needed bool
-	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before, &needed); err != nil {
-		return 0, false, fmt.Errorf("tick: lock: %w", err)
+	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before, &needed, &newest); err != nil {
+		return 0, 0, false, fmt.Errorf("tick: lock: %w", err)
 	}
 	if !needed {
 		// Checked before the INSERT: the tick's snapshot takes a transaction id
 		// (schema.TickSnapshot), and an idle worker asks several times a second.
-		return 0, false, nil
+		return 0, newest, false, nil
 	}
 	err = tx.QueryRowContext(ctx, tickSQL(s.t), before).Scan(&tick)
 	if errors.Is(err, sql.ErrNoRows) {
-		return 0, false, nil // not needed; the rollback ends the transaction
+		return 0, newest, false, nil // not needed; the rollback ends the transaction
 	}
 	if err != nil {
-		return 0, false, fmt.Errorf("tick: record: %w", err)
+		return 0, 0, false, fmt.Errorf("tick: record: %w", err)
 	}
 	if err := tx.Commit(); err != nil {
-		return 0, false, fmt.Errorf("tick: commit: %w", err)
+		return 0, 0, false, fmt.Errorf("tick: commit: %w", err)
 	}
-	if housekeeping(tick) {
-		// After the commit, outside the tick lock: in the bench the idle close took
-		// 47-257 ms per call under load, and the other worker's tick waited for it.
-		if _, err := s.db.ExecContext(ctx, closeIdleSQL(s.t), tick-IdleTicks, pq.Array(tokens)); err != nil {
-			return tick, true, fmt.Errorf("tick: close idle windows: %w", err)
-		}
-		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t)); err != nil {
-			return tick, true, fmt.Errorf("tick: trim: %w", err)
-		}
-	}
-	return tick, true, nil
+	return tick, tick, true, nil
 }
 
-// housekeeping says whether a tick also closes idle windows and trims the tick
-// table: every IdleTicks-th tick. A caught-up worker ticks after every short batch,
-// and the two statements were a third of a tick's time under the tick lock; run
-// this often, a window empty for IdleTicks ticks is closed within as many more, and
-// the tick table keeps at most about 2 x IdleTicks ticks beyond the oldest busy
-// window.
-func housekeeping(tick int64) bool { return tick%IdleTicks == 0 }
+// housekeepingDue says whether a worker whose last housekeeping was at tick last
+// runs it now that newest is the newest tick: every IdleTicks ticks. A caught-up
+// worker ticks after every short batch, and the two statements were a third of a
+// tick's time under the tick lock; run this often, a window empty for IdleTicks ticks
+// is closed within as many more, and the tick table keeps at most about 2 x IdleTicks
+// ticks beyond the oldest busy window.
+func housekeepingDue(newest, last int64) bool { return newest-last >= IdleTicks }
 
 // seqName is the sequence as an SQL literal for pg_sequence_last_value.
 func seqName(t pgident.Table) string {
@@ -92,8 +106,9 @@ func seqName(t pgident.Table) string {
 
 // tickLockSQL takes the tick lock ($1 its key) and reads seq_before: before the
 // snapshot of the next statement (READ COMMITTED: each statement takes its own). It
-// also says whether a tick looks needed (tickSQL's condition, against the newest tick
-// this statement sees), so an idle worker's Tick ends here without a transaction id.
+// also says whether a tick looks needed (tickSQL's condition, against the newest
+// tick this statement sees), so an idle worker's Tick ends here without a transaction
+// id, and returns that newest tick's number (for the housekeeping's schedule).
 //
 // The tick commits asynchronously (synchronous_commit off for its transaction): the
 // tick lock is not held through a WAL flush, and a caught-up turn waits for one flush
@@ -106,10 +121,11 @@ func seqName(t pgident.Table) string {
 // committed, so its WAL flush made the tick durable too.
 func tickLockSQL(t pgident.Table) string {
 	return `SELECT s.v, s.v > nw.seq_before
-       OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot()))
+       OR EXISTS (SELECT FROM pg_snapshot_xip(nw.snap) x WHERE pg_visible_in_snapshot(x, pg_current_snapshot())),
+       nw.tick
 FROM (SELECT COALESCE(pg_sequence_last_value(` + seqName(t) + `), 0) AS v
       FROM pg_advisory_xact_lock(hashtext($1)), set_config('synchronous_commit', 'off', true)) s,
-     (SELECT seq_before, snap FROM ` + side(t, schema.TickSuffix) + ` ORDER BY tick DESC LIMIT 1) nw`
+     (SELECT tick, seq_before, snap FROM ` + side(t, schema.TickSuffix) + ` ORDER BY tick DESC LIMIT 1) nw`
 }
 
 // TickStamp is the SQL of a tick's identity, from its at column (expr; the

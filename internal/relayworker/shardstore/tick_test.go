@@ -27,7 +27,7 @@ func TestTickRecordsOnlyWhenNeededAndTrims(t *testing.T) {
 		w.drain(100)
 	}
 	var ticks, idleBehind int
-	// Housekeeping runs every IdleTicks-th tick: an idle window lags at most
+	// Housekeeping runs every IdleTicks ticks: an idle window lags at most
 	// 2 x IdleTicks ticks, and so does the tick table.
 	if err := f.db.QueryRow(`SELECT (SELECT count(*) FROM ob_tick),
        (SELECT count(*) FROM ob_shard WHERE lo_tick < (SELECT max(tick) FROM ob_tick) - $1)`, 2*IdleTicks).Scan(&ticks, &idleBehind); err != nil {
@@ -36,9 +36,12 @@ func TestTickRecordsOnlyWhenNeededAndTrims(t *testing.T) {
 	if ticks > 2*IdleTicks+1 || idleBehind != 0 {
 		t.Fatalf("after %d busy ticks: %d ticks kept, %d windows more than %d ticks behind", 3*IdleTicks, ticks, idleBehind, 2*IdleTicks)
 	}
-	for tick, want := range map[int64]bool{1: false, IdleTicks - 1: false, IdleTicks: true, 2 * IdleTicks: true, 2*IdleTicks + 1: false} {
-		if got := housekeeping(tick); got != want {
-			t.Errorf("housekeeping(%d) = %v, want %v", tick, got, want)
+	for _, c := range []struct {
+		newest, last int64
+		want         bool
+	}{{1, 0, false}, {IdleTicks - 1, 0, false}, {IdleTicks, 0, true}, {2*IdleTicks - 1, IdleTicks, false}, {2*IdleTicks + 3, IdleTicks, true}} {
+		if got := housekeepingDue(c.newest, c.last); got != c.want {
+			t.Errorf("housekeepingDue(%d, %d) = %v, want %v", c.newest, c.last, got, c.want)
 		}
 	}
 	if len(w.published) != 3*IdleTicks {
@@ -183,5 +186,45 @@ func TestIdleCloseMovesOnlyTheCallersShards(t *testing.T) {
 	}
 	if ba, bb := behind(a), behind(b); ba != 0 || bb != 2 {
 		t.Fatalf("after a's idle close: a %d behind, b %d; want a's closed and b's left", ba, bb)
+	}
+}
+
+// A worker whose shards are all idle records no tick (the busy worker records each
+// one first), yet its idle windows are closed and the tick table stays bounded: its
+// housekeeping counts the newest tick, whoever recorded it.
+func TestIdleWorkerThatRecordsNoTickClosesItsWindows(t *testing.T) {
+	f := newFixture(t, 4)
+	a, b := f.worker("a"), f.worker("b")
+	a.rebalance()
+	b.rebalance()
+	a.rebalance()
+	b.rebalance()
+	var hot string // an aggregate of one of a's shards
+	for _, agg := range f.sameShard(1) {
+		hot = agg
+	}
+	var shard int16
+	if err := f.db.QueryRow(`SELECT (hashtextextended('order/' || $1, 0) & 3)::smallint`, hot).Scan(&shard); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := a.leases.Token(shard); !ok {
+		a, b = b, a // the hot shard is b's: swap the names
+	}
+	for v := 1; v <= 3*IdleTicks; v++ {
+		f.insert(f.db, fmt.Sprintf("h%03d", v), hot, v)
+		a.drain(100) // ticks and records
+		if _, rec, err := b.st.Tick(ctx, b.leases.Tokens()); err != nil || rec {
+			t.Fatalf("the idle worker's tick: recorded %v, %v; want nothing to record", rec, err)
+		}
+	}
+	var ticks, behind int
+	if err := f.db.QueryRow(`SELECT (SELECT count(*) FROM ob_tick),
+       (SELECT count(*) FROM ob_shard WHERE owner = ANY ($1) AND lo_tick < (SELECT max(tick) FROM ob_tick) - $2)`,
+		pq.Array(b.leases.Tokens()), 2*IdleTicks).Scan(&ticks, &behind); err != nil {
+		t.Fatal(err)
+	}
+	if ticks > 2*IdleTicks+1 || behind != 0 {
+		t.Fatalf("after %d ticks recorded by the busy worker: %d ticks kept, %d of the idle worker's windows more than %d behind",
+			3*IdleTicks, ticks, behind, 2*IdleTicks)
 	}
 }
