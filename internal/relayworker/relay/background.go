@@ -29,7 +29,7 @@ func (r *Relay) startBackground(ctx context.Context) (stop func()) {
 
 // listen wakes the loop on NOTIFY (wakeup.Listen).
 func (r *Relay) listen(ctx context.Context) {
-	wakeup.Listen(ctx, r.cfg.DSN, schema.Channel(r.cfg.Table), r.m, r.log, func(string) { r.wakeUp() })
+	wakeup.Listen(ctx, r.cfg.DSN, schema.Channel(r.cfg.Table), r.m, r.log, func(string) { r.wakeUp() }, nil)
 }
 
 // stats refreshes the gauges and the worker's heartbeat every StatsInterval.

@@ -19,10 +19,16 @@ import (
 // calls return at once).
 func (r *Relay) startBackground(ctx context.Context) (stop func()) {
 	var loops []*startstop.Task
+	listening := make(chan struct{})
+	r.listening = listening
 	if r.cfg.DSN != "" {
+		var once sync.Once
 		loops = append(loops, startstop.Start(ctx, func(ctx context.Context) {
-			wakeup.Listen(ctx, r.cfg.DSN, schema.Channel(r.cfg.Table), r.m, r.log, r.wakeUp)
+			wakeup.Listen(ctx, r.cfg.DSN, schema.Channel(r.cfg.Table), r.m, r.log, r.wakeUp,
+				func() { once.Do(func() { close(listening) }) })
 		}))
+	} else {
+		close(listening)
 	}
 	loops = append(loops, startstop.Start(ctx, r.stats))
 	var once sync.Once
@@ -75,4 +81,25 @@ func (r *Relay) refreshBacklog(c, ctx context.Context) {
 		age = max(time.Since(s.OldestPending).Seconds(), 0)
 	}
 	r.m.OldestPendingAge.Set(age)
+}
+
+// listenSetupWait bounds how long a starting worker waits for its LISTEN before its
+// first lease round (awaitListening); LISTEN is acknowledged within milliseconds
+// unless the database is unreachable, and then polling goes on without it.
+const listenSetupWait = 5 * time.Second
+
+// awaitListening waits until the LISTEN on the table's channel was set up (or
+// failed), at most listenSetupWait: a joining worker's first lease round asks the
+// others for shards (leases-wanted), and they release them at once and announce it;
+// a worker not yet listening missed that announcement and left the released shards
+// without an owner until its next round (lease/3 later: 10 s of stalled events in
+// TestJoiningWorkerTakesReleasedShardsAtOnce under CI load).
+func (r *Relay) awaitListening(ctx context.Context) {
+	t := time.NewTimer(listenSetupWait)
+	defer t.Stop()
+	select {
+	case <-r.listening:
+	case <-ctx.Done():
+	case <-t.C:
+	}
 }

@@ -77,6 +77,9 @@ type Relay struct {
 	status *store.StatusReporter
 
 	wake chan struct{}
+	// listening is closed once the LISTEN on the table's channel was set up or
+	// failed (startBackground, awaitListening).
+	listening <-chan struct{}
 	// leaseNews: another worker released or wants shards (wakeUp); the loop runs a
 	// lease round before its next turn.
 	leaseNews atomic.Bool
@@ -142,6 +145,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stopBackground() // a no-op after the one below
 
 	r.waitUpgrade(ctx)
+	r.awaitListening(ctx)
 	r.health.SetReady(true, "")
 	r.loop(ctx, work)
 	// The status loop stops first: a heartbeat written after the release would count
