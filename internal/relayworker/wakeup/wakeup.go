@@ -17,10 +17,10 @@ import (
 // Listen calls wake with the payload of every notification on channel until ctx
 // ends. On reconnect it calls wake("") once, since notifications sent while
 // disconnected are gone. Connection problems count
-// outbox_relay_errors_total{stage="listen"}. set, if not nil, is called once the
+// outbox_relay_errors_total{stage="listen"}. ready, if not nil, is called once the
 // first LISTEN was acknowledged by the server (or failed): from then on nothing sent
 // on channel is missed while the connection lasts.
-func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log logr.Logger, wake func(payload string), set func()) {
+func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log logr.Logger, wake func(payload string), ready func()) {
 	l := pq.NewListener(dsn, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		switch ev {
 		case pq.ListenerEventConnectionAttemptFailed, pq.ListenerEventDisconnected:
@@ -37,8 +37,8 @@ func Listen(ctx context.Context, dsn, channel string, m *metrics.Metrics, log lo
 		m.Errors.WithLabelValues("listen").Inc()
 		log.Error(err, "LISTEN failed; relying on polling")
 	}
-	if set != nil {
-		set()
+	if ready != nil {
+		ready()
 	}
 	for {
 		select {
