@@ -166,7 +166,12 @@ RETURNING tick`
 // newest tick are found by one probe of (shard, txid) per such id, as in the read
 // (readSQL says why not "txid = ANY"; OFFSET 0 keeps the EXISTS a per-id probe):
 // the anti join with ANY filtered the shard's whole history and evaluated the id
-// list once per row (194 ms for 256 shards of 80 rows each).
+// list once per row (194 ms for 256 shards of 80 rows each). The range part is a
+// per-shard probe of (shard, seq) for the same reason (OFFSET 0 again): once the
+// table's statistics counted a few thousand rows, the planner turned it into a hash
+// anti join over a sequential scan of the whole outbox table, a cost that grew with
+// the table (37 ms per call at 115,000 rows, 0.7 of a core at 5,000 events/s: the
+// bench's p99 rose from 45 to 150 ms within one run).
 //
 // It never waits for a shard row (FOR UPDATE SKIP LOCKED): a row locked by its
 // owner's advance is not idle anyway. A plain UPDATE here, taking its rows in another
@@ -189,7 +194,7 @@ idle AS (
                                   WHERE o.shard = s.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
     AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
                     WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
-                      AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))
+                      AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap) OFFSET 0)
   FOR UPDATE OF s SKIP LOCKED
 )
 UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lo_tick = idle.tick

@@ -10,7 +10,7 @@ idle AS (
                                   WHERE o.shard = s.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
     AND NOT EXISTS (SELECT FROM "public"."outbox_event" o
                     WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
-                      AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap))
+                      AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap) OFFSET 0)
   FOR UPDATE OF s SKIP LOCKED
 )
 UPDATE "public"."outbox_event_shard" s SET lo_tick = idle.tick
