@@ -139,8 +139,8 @@ LIMIT $2`
 // gateReadSettings hold for the reading connections. Without them the planner
 // reads a shard's whole window with a bitmap scan and sorts it for every batch
 // (measured: 34-56 ms instead of 2 ms for 500 of 3,900 rows), and re-plans the
-// statement on every call (1.5-5 ms).
-var gateReadSettings = []string{`SET enable_bitmapscan = off`, `SET plan_cache_mode = force_generic_plan`}
+// statement on every call (1.5-5 ms); no JIT, as shardstore.ReadSettings says.
+var gateReadSettings = []string{`SET enable_bitmapscan = off`, `SET plan_cache_mode = force_generic_plan`, `SET jit = off`}
 
 // gateAdvanceSQL is the fenced cursor advance: for each shard of the batch ($2) it
 // moves pos to the last seq published ($3) or, when the window is exhausted ($5),
