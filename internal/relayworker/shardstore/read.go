@@ -143,6 +143,10 @@ func (s *Store) dropReadConn() error {
 	return err
 }
 
+// openHold is the condition of an open (RETRY or HELD) hold row, the partial index
+// <table>_hold_open's.
+const openHold = `state IN ('` + schema.StatusRetry + `', '` + schema.StatusHeld + `')`
+
 // eventCols are the outbox columns a read returns, after shard, token and hi_tick.
 const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at`
@@ -164,7 +168,11 @@ const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggreg
 //   - those with seq in (lo.seq_before, hi.seq_after] visible in hi and not in lo:
 //     one ordered range scan of (shard, seq).
 //
-// held flags an event whose aggregate has an open RETRY or HELD hold row.
+// held flags an event whose aggregate has an open RETRY or HELD hold row. The probe
+// per event runs only when the hold table has an open row at all (an InitPlan, once
+// per read; the AND evaluates left to right): with none, the usual case, it cost
+// 0.4-0.8 µs per event of a 4 µs read (measured from the client, 500 rows of
+// ~300-byte payloads).
 func readSQL(t pgident.Table, n int) string {
 	tick := side(t, schema.TickSuffix)
 	hold := side(t, schema.HoldSuffix)
@@ -184,9 +192,9 @@ w AS (
 SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
-       e.seq IS NOT NULL AND EXISTS (SELECT FROM ` + hold + ` h
-           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
-             AND h.state IN ('` + schema.StatusRetry + `', '` + schema.StatusHeld + `'))
+       e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM ` + hold + ` WHERE ` + openHold + `))
+         AND EXISTS (SELECT FROM ` + hold + ` h
+           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id AND h.` + openHold + `)
 FROM w CROSS JOIN LATERAL (
     (SELECT p.*
      FROM pg_snapshot_xip(w.lo_snap) AS en(id)

@@ -14,9 +14,9 @@ w AS (
 SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
-       e.seq IS NOT NULL AND EXISTS (SELECT FROM "public"."outbox_event_hold" h
-           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id
-             AND h.state IN ('RETRY', 'HELD'))
+       e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM "public"."outbox_event_hold" WHERE state IN ('RETRY', 'HELD')))
+         AND EXISTS (SELECT FROM "public"."outbox_event_hold" h
+           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id AND h.state IN ('RETRY', 'HELD'))
 FROM w CROSS JOIN LATERAL (
     (SELECT p.*
      FROM pg_snapshot_xip(w.lo_snap) AS en(id)
