@@ -11,6 +11,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"math"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
@@ -54,4 +55,26 @@ func historyStatus(loc location) string {
 	}
 	return " as of the upgrade (rows with work were copied to " +
 		loc.table.WithSuffix(schema.HoldSuffix).String() + " and relayed by v2 from there)"
+}
+
+// aggregateHistory lists the versions of aggregate typ/id older than rows (the v2
+// table t's newest versions, in version order) from the v1 history, in version order,
+// so that both lists together are the newest limit versions: none once rows fill the
+// limit, and only versions below the lowest of rows (the v2 table's unique version
+// index does not see the history, so a producer may have written a version again).
+// nil when there is no history table.
+func aggregateHistory(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, rows []eventRow, limit int) ([]eventRow, error) {
+	if len(rows) >= limit {
+		return nil, nil
+	}
+	aside := historyTable(t)
+	ok, err := exists(ctx, tx, aside)
+	if err != nil || !ok {
+		return nil, err
+	}
+	below := int64(math.MaxInt64)
+	if len(rows) > 0 {
+		below = rows[0].AggregateVersion
+	}
+	return aggregateRowsV1(ctx, tx, aside, typ, id, below, limit-len(rows))
 }

@@ -2,7 +2,9 @@ package plugin
 
 import (
 	"context"
+	"strings"
 	"testing"
+	"time"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
 	"github.com/outbox-operator/outbox-operator/internal/schema"
@@ -93,4 +95,55 @@ func TestTraceV2UnknownEventWithoutHistory(t *testing.T) {
 	r := plugin(t, "trace", "nope", "-n", ns, "-p", "orders")
 	r.mustFailWith(t, 1, `event "nope" not found in table public.outbox_event of pipeline "orders" (also not archived)`)
 	noSecrets(t, r, o.dsn)
+}
+
+// trace --aggregate on a table upgraded to contract v2 lists, below the v2 table's
+// versions, the older ones from the v1 history, marked so; the limit counts both
+// (the newest versions overall), and a version the v2 table has (ev-dead, copied to
+// the hold table) is not listed again from the history.
+func TestTraceAggregateWithV1History(t *testing.T) {
+	ns, o := upgradedPipeline(t)
+	o.insert(t, "ev-v2", "o-1", 4, "")
+	created := func(table, id string) string {
+		t.Helper()
+		var at time.Time
+		if err := o.db.QueryRow(`SELECT created_at FROM `+table+` WHERE event_id = $1`, id).Scan(&at); err != nil {
+			t.Fatal(err)
+		}
+		return timestamp(at)
+	}
+	history := "V1 HISTORY table public.outbox_event_v1 (moved aside by the upgrade to contract v2; status as of the upgrade)"
+
+	r := plugin(t, "trace", "--aggregate", "order/o-1", "-n", ns).mustSucceed(t)
+	noSecrets(t, r, o.dsn)
+	out := r.stdout
+	hasRow(t, out, "AGGREGATE order/o-1 pipeline "+ns+"/orders table public.outbox_event (contract v2)")
+	hasRow(t, out, "3 ev-dead OrderPlaced DEAD 5 MAX_ATTEMPTS "+created("outbox_event_v1", "ev-dead")+" -")
+	hasRow(t, out, "4 ev-v2 OrderPlaced PENDING 0 - "+created("outbox_event", "ev-v2")+" -")
+	hasRow(t, out, history)
+	hasRow(t, out, "1 ev-sent OrderPlaced SENT 0 - 2026-05-01T10:00:00Z 2026-05-01T10:00:02Z")
+	hasRow(t, out, "2 ev-sent-2 OrderPlaced SENT 0 - 2026-05-01T10:00:00Z 2026-05-01T10:00:02Z")
+	if n := strings.Count(out, "ev-dead"); n != 1 {
+		t.Errorf("ev-dead listed %d times, want once (from the v2 table):\n%s", n, out)
+	}
+	if i := strings.Index(out, "V1 HISTORY"); i < 0 || strings.Index(out, "ev-v2") > i {
+		t.Errorf("the v1 history should come after the v2 table's versions:\n%s", out)
+	}
+
+	out = plugin(t, "trace", "--aggregate", "order/o-1", "--limit", "3", "-n", ns).mustSucceed(t).stdout
+	if !strings.Contains(out, "ev-sent-2") || strings.Contains(out, "ev-sent ") || !strings.Contains(out, "newest 3 versions") {
+		t.Errorf("--limit 3 should show versions 2 (from the history) to 4 and say so:\n%s", out)
+	}
+	out = plugin(t, "trace", "--aggregate", "order/o-1", "--limit", "2", "-n", ns).mustSucceed(t).stdout
+	if strings.Contains(out, "V1 HISTORY") || !strings.Contains(out, "newest 2 versions") {
+		t.Errorf("--limit 2 should show the v2 table's versions only and say so:\n%s", out)
+	}
+
+	// An aggregate whose only version is in the history (its hold row gone: published).
+	o.exec(t, `DELETE FROM `+o.table.WithSuffix(schema.HoldSuffix).Qualified()+` WHERE event_id = 'ev-pending'`)
+	out = plugin(t, "trace", "--aggregate", "order/o-3", "-n", ns, "-p", "orders").mustSucceed(t).stdout
+	hasRow(t, out, history)
+	hasRow(t, out, "1 ev-pending OrderPlaced PENDING 0 - "+created("outbox_event_v1", "ev-pending")+" -")
+	plugin(t, "trace", "--aggregate", "order/none", "-n", ns, "-p", "orders").mustFailWith(t, 1,
+		`aggregate order/none has no rows in table public.outbox_event of pipeline "orders"`)
 }
