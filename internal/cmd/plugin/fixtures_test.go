@@ -58,10 +58,16 @@ func (o outboxDB) exec(t *testing.T, q string, args ...any) {
 // contract v1 pinned (newOutboxDB's tables are v1; the CRD's default is v2).
 func pipeline(t *testing.T, ns, name, secret, table string) *outboxv1.OutboxPipeline {
 	t.Helper()
+	return pipelineOf(t, ns, name, secret, table, outboxv1.ContractV1)
+}
+
+// pipelineOf is pipeline with spec.source.contract c.
+func pipelineOf(t *testing.T, ns, name, secret, table string, c outboxv1.TableContract) *outboxv1.OutboxPipeline {
+	t.Helper()
 	p := &outboxv1.OutboxPipeline{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
 		Spec: outboxv1.OutboxPipelineSpec{
-			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}, Table: table, Contract: outboxv1.ContractV1},
+			Source: outboxv1.PostgresSource{DSNSecretRef: outboxv1.SecretKeyRef{Name: secret, Key: "dsn"}, Table: table, Contract: c},
 			Sink:   outboxv1.KafkaSink{Brokers: []string{"kafka:9092"}},
 		},
 	}

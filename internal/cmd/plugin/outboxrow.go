@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -101,31 +102,47 @@ func findArchived(ctx context.Context, tx *sql.Tx, t pgident.Table, id string) (
 	return &r, nil
 }
 
-// aggregateRows lists an aggregate's newest rows (at most limit) in version order,
-// through the unique (aggregate_type, aggregate_id, aggregate_version) index; v2 says
-// the table follows contract v2 (the rows come from its status view).
-func aggregateRows(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) (rows []eventRow, v2 bool, err error) {
+// aggregateListing is what trace --aggregate found in one pipeline's table.
+type aggregateListing struct {
+	rows []eventRow // the table's newest versions, in version order
+	v2   bool       // the table follows contract v2 (rows come from its status view)
+	// history holds, on a v2 table, the older versions from the v1 history an
+	// upgrade moved aside, in version order (trace_history.go).
+	history []eventRow
+}
+
+func (l aggregateListing) len() int { return len(l.rows) + len(l.history) }
+
+// aggregateRows lists an aggregate's newest versions (at most limit) in version order,
+// through the unique (aggregate_type, aggregate_id, aggregate_version) index.
+func aggregateRows(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) (aggregateListing, error) {
+	var l aggregateListing
 	if err := mustExist(ctx, tx, t); err != nil {
-		return nil, false, err
+		return l, err
 	}
 	c, err := schema.DetectContractTx(ctx, tx, t)
 	if err != nil {
-		return nil, false, err
+		return l, err
 	}
-	if c.Version == schema.ContractV2 {
-		rows, err = aggregateRowsV2(ctx, tx, t, typ, id, limit)
-		return rows, true, err
+	if c.Version != schema.ContractV2 {
+		l.rows, err = aggregateRowsV1(ctx, tx, t, typ, id, math.MaxInt64, limit)
+		return l, err
 	}
-	rows, err = aggregateRowsV1(ctx, tx, t, typ, id, limit)
-	return rows, false, err
+	l.v2 = true
+	if l.rows, err = aggregateRowsV2(ctx, tx, t, typ, id, limit); err != nil {
+		return l, err
+	}
+	l.history, err = aggregateHistory(ctx, tx, t, typ, id, l.rows, limit)
+	return l, err
 }
 
 // aggregateRowsV1 is aggregateRows of a v1 table (or of the v1 table an upgrade moved
-// aside).
-func aggregateRowsV1(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, limit int) ([]eventRow, error) {
+// aside), of the versions below below.
+func aggregateRowsV1(ctx context.Context, tx *sql.Tx, t pgident.Table, typ, id string, below int64, limit int) ([]eventRow, error) {
 	rows, err := tx.QueryContext(ctx, `SELECT * FROM (SELECT `+rowColumns+` FROM `+t.Qualified()+
-		` WHERE aggregate_type = $1 AND aggregate_id = $2 ORDER BY aggregate_version DESC LIMIT $3) newest
-		ORDER BY aggregate_version`, typ, id, limit)
+		` WHERE aggregate_type = $1 AND aggregate_id = $2 AND aggregate_version < $3
+		ORDER BY aggregate_version DESC LIMIT $4) newest
+		ORDER BY aggregate_version`, typ, id, below, limit)
 	if err != nil {
 		return nil, fmt.Errorf("read aggregate %s/%s from %s: %w", typ, id, t, err)
 	}

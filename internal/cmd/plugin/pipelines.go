@@ -102,11 +102,14 @@ func tableMissing(p *outboxv1.OutboxPipeline, t pgident.Table) error {
 
 // location is where an event was found in one pipeline.
 type location struct {
-	p      *outboxv1.OutboxPipeline
-	table  pgident.Table
-	row    *eventRow // nil: not in this pipeline (or a v2 table)
-	v2     *v2Row    // the event in a table of contract v2 (trace_v2.go)
-	audits []auditEntry
+	p     *outboxv1.OutboxPipeline
+	table pgident.Table
+	row   *eventRow // a v1-shaped row (a v2 table: from its v1 history); nil: none
+	v2    *v2Row    // the event in a table of contract v2 (trace_v2.go)
+	// history says row came from the v1 history an upgrade to contract v2 moved
+	// aside (trace_history.go): the pipeline's table is v2 now.
+	history bool
+	audits  []auditEntry
 }
 
 // found reports whether the pipeline holds the event.
@@ -115,10 +118,20 @@ func (l location) found() bool { return l.row != nil || l.v2 != nil }
 // archived reports whether the row came from <table>_archive.
 func (l location) archived() bool { return l.row != nil && l.row.ArchivedAt.Valid }
 
-func (l location) archiveTable() pgident.Table { return l.table.WithSuffix(schema.ArchiveSuffix) }
+// rowTable is the table row was read from before any archive: the pipeline's table,
+// or the v1 table an upgrade renamed aside.
+func (l location) rowTable() pgident.Table {
+	if l.history {
+		return historyTable(l.table)
+	}
+	return l.table
+}
 
-// locate looks the event up in the pipeline's outbox table, then its archive, and
-// reads the replay audit entries that mention it.
+func (l location) archiveTable() pgident.Table { return l.rowTable().WithSuffix(schema.ArchiveSuffix) }
+
+// locate looks the event up in the pipeline's outbox table, then its archive (on a v2
+// table: the v1 history an upgrade moved aside), and reads the replay audit entries
+// that mention it.
 func locate(ctx context.Context, s *session, p *outboxv1.OutboxPipeline, id string, timeout time.Duration) (location, error) {
 	db, table, err := pipelineDB(ctx, s, p, timeout)
 	if err != nil {
@@ -132,7 +145,11 @@ func locate(ctx context.Context, s *session, p *outboxv1.OutboxPipeline, id stri
 			return err
 		}
 		if c.Version == schema.ContractV2 {
-			loc.v2, err = findV2(ctx, tx, table, id)
+			if loc.v2, err = findV2(ctx, tx, table, id); err != nil || loc.v2 != nil {
+				return err
+			}
+			loc.row, err = findInHistory(ctx, tx, table, id)
+			loc.history = loc.row != nil
 			return err
 		}
 		if loc.row, err = findEvent(ctx, tx, table, id); err != nil || loc.row != nil {

@@ -16,14 +16,18 @@ const maxErrorText = 500
 // renderEvent prints one location as "field: value" lines, then its replay audit.
 func renderEvent(out io.Writer, loc location) {
 	r := loc.row
-	where := loc.table.String()
+	where := loc.rowTable().String()
 	if loc.archived() {
 		where = loc.archiveTable().String() + " (archived)"
 	}
 	fmt.Fprintf(out, "EVENT %s  pipeline %s/%s  table %s\n", r.EventID, loc.p.Namespace, loc.p.Name, where)
 	w := tabwriter.NewWriter(out, 0, 8, 1, ' ', 0)
 	field := fieldPrinter(w)
-	field("status", r.Status)
+	if loc.history {
+		// First, so the row is never taken for the v2 table's.
+		field("history", historyWhere(loc))
+	}
+	field("status", r.Status+historyStatus(loc))
 	field("attempts", itoa(r.RetryCount)+nextRetry(r))
 	field("last error", lastError(r))
 	field("lease until", timestamp(r.LeaseUntil.Time))
