@@ -68,19 +68,30 @@ func traceV2AggregateSQL(t pgident.Table) string {
 // v2TraceSelect reads the status view rows of from (aliased s), each with its batch
 // log row once SENT, then applies tail (a WHERE or an ORDER BY).
 func v2TraceSelect(t pgident.Table, from, tail string) string {
-	return `SELECT s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
-       s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
-       b.batch, b.owner, b.at, b.kafka_partition, b.kafka_offset
+	return `SELECT ` + v2TraceColumns + `
 FROM ` + from + `
-LEFT JOIN LATERAL (
+` + publishingBatch(t, `s.status = '`+schema.StatusSent+`'`) + `
+` + tail
+}
+
+// v2TraceColumns are what v2Row.targets scans, of an event s and its batch log row b.
+const v2TraceColumns = `s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
+       s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
+       b.batch, b.owner, b.at, b.kafka_partition, b.kafka_offset`
+
+// publishingBatch joins to event s (created_at, shard, seq) the batch log row b that
+// published it, walked only where published (a condition on s) holds: the first row
+// from its created_at on that moved its shard, or of no shard (a send from the hold
+// table), and lists its seq (see traceV2SQL for why the walk is shaped so).
+func publishingBatch(t pgident.Table, published string) string {
+	return `LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + ` b
     CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) OR b.shards = '{}' THEN array_position(b.seqs, s.seq) END AS i) p
-    WHERE s.status = '` + schema.StatusSent + `' AND b.at >= s.created_at AND p.i IS NOT NULL
+    WHERE ` + published + ` AND b.at >= s.created_at AND p.i IS NOT NULL
     ORDER BY b.at
     LIMIT 1
-) b ON true
-` + tail
+) b ON true`
 }
 
 // targets are the columns v2TraceSelect reads, in its order.
