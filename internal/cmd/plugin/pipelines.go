@@ -130,8 +130,8 @@ func (l location) rowTable() pgident.Table {
 func (l location) archiveTable() pgident.Table { return l.rowTable().WithSuffix(schema.ArchiveSuffix) }
 
 // locate looks the event up in the pipeline's outbox table, then its archive (on a v2
-// table: the v1 history an upgrade moved aside), and reads the replay audit entries
-// that mention it.
+// table: its status view, its v2 archive, then the v1 history an upgrade moved
+// aside), and reads the replay audit entries that mention it.
 func locate(ctx context.Context, s *session, p *outboxv1.OutboxPipeline, id string, timeout time.Duration) (location, error) {
 	db, table, err := pipelineDB(ctx, s, p, timeout)
 	if err != nil {
@@ -146,6 +146,9 @@ func locate(ctx context.Context, s *session, p *outboxv1.OutboxPipeline, id stri
 		}
 		if c.Version == schema.ContractV2 {
 			if loc.v2, err = findV2(ctx, tx, table, id); err != nil || loc.v2 != nil {
+				return err
+			}
+			if loc.v2, err = findV2Archived(ctx, tx, table, id); err != nil || loc.v2 != nil {
 				return err
 			}
 			loc.row, err = findInHistory(ctx, tx, table, id)

@@ -37,6 +37,9 @@ type v2Row struct {
 	BatchOwner        sql.NullString
 	BatchAt           sql.NullTime
 	Partition, Offset sql.NullInt64
+	// ArchivedAt is set for a row read from the v2 archive (trace_v2_archive.go);
+	// Status is then its state, PASSED or DEAD.
+	ArchivedAt sql.NullTime
 }
 
 // traceV2SQL reads the event's status view row and, for a SENT event, the first batch
@@ -68,19 +71,30 @@ func traceV2AggregateSQL(t pgident.Table) string {
 // v2TraceSelect reads the status view rows of from (aliased s), each with its batch
 // log row once SENT, then applies tail (a WHERE or an ORDER BY).
 func v2TraceSelect(t pgident.Table, from, tail string) string {
-	return `SELECT s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
-       s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
-       b.batch, b.owner, b.at, b.kafka_partition, b.kafka_offset
+	return `SELECT ` + v2TraceColumns + `
 FROM ` + from + `
-LEFT JOIN LATERAL (
+` + publishingBatch(t, `s.status = '`+schema.StatusSent+`'`) + `
+` + tail
+}
+
+// v2TraceColumns are what v2Row.targets scans, of an event s and its batch log row b.
+const v2TraceColumns = `s.event_id, s.aggregate_type, s.aggregate_id, s.aggregate_version, s.event_type, s.destination,
+       s.message_key, s.created_at, s.shard, s.seq, s.status, s.attempts, s.last_error_code, s.next_attempt_at,
+       b.batch, b.owner, b.at, b.kafka_partition, b.kafka_offset`
+
+// publishingBatch joins to event s (created_at, shard, seq) the batch log row b that
+// published it, walked only where published (a condition on s) holds: the first row
+// from its created_at on that moved its shard, or of no shard (a send from the hold
+// table), and lists its seq (see traceV2SQL for why the walk is shaped so).
+func publishingBatch(t pgident.Table, published string) string {
+	return `LEFT JOIN LATERAL (
     SELECT b.batch, b.owner, b.at, b.partitions[p.i] AS kafka_partition, b.offsets[p.i] AS kafka_offset
     FROM ` + t.WithSuffix(schema.BatchSuffix).Qualified() + ` b
     CROSS JOIN LATERAL (SELECT CASE WHEN s.shard = ANY (b.shards) OR b.shards = '{}' THEN array_position(b.seqs, s.seq) END AS i) p
-    WHERE s.status = '` + schema.StatusSent + `' AND b.at >= s.created_at AND p.i IS NOT NULL
+    WHERE ` + published + ` AND b.at >= s.created_at AND p.i IS NOT NULL
     ORDER BY b.at
     LIMIT 1
-) b ON true
-` + tail
+) b ON true`
 }
 
 // targets are the columns v2TraceSelect reads, in its order.
@@ -121,15 +135,19 @@ func findV2(ctx context.Context, tx *sql.Tx, t pgident.Table, id string) (*v2Row
 // renderV2 prints a v2 event as "field: value" lines, then its replay audit.
 func renderV2(out io.Writer, loc location) {
 	r := loc.v2
-	fmt.Fprintf(out, "EVENT %s  pipeline %s/%s  table %s (contract v2)\n", r.EventID, loc.p.Namespace, loc.p.Name, loc.table)
+	where := loc.table.String() + " (contract v2)"
+	if r.ArchivedAt.Valid {
+		where = loc.table.WithSuffix(schema.ArchiveSuffix).String() + " (contract v2, archived)"
+	}
+	fmt.Fprintf(out, "EVENT %s  pipeline %s/%s  table %s\n", r.EventID, loc.p.Namespace, loc.p.Name, where)
 	w := tabwriter.NewWriter(out, 0, 8, 1, ' ', 0)
 	field := fieldPrinter(w)
 	field("status", r.Status)
-	attempts := itoa(r.Attempts)
-	if r.Status == schema.StatusRetry && r.NextAttemptAt.Valid {
-		attempts += " (next retry " + timestamp(r.NextAttemptAt.Time) + ")"
+	if r.ArchivedAt.Valid {
+		// Next to the status, which is the archive's state, not the view's.
+		field("archived", timestamp(r.ArchivedAt.Time)+" ("+v2ArchivedState(r)+")")
 	}
-	field("attempts", attempts)
+	field("attempts", v2Attempts(r))
 	field("last error", r.LastErrorCode.String)
 	field("aggregate", fmt.Sprintf("%s/%s version %d", r.AggregateType, r.AggregateID, r.AggregateVersion))
 	field("event type", r.EventType)
@@ -141,6 +159,19 @@ func renderV2(out io.Writer, loc location) {
 	_ = w.Flush()
 	renderAudits(out, loc)
 	fmt.Fprintln(out)
+}
+
+// v2Attempts are the hold row's attempts; a PASSED archive row has none (it was an
+// outbox row, which counts no attempts).
+func v2Attempts(r *v2Row) string {
+	if r.ArchivedAt.Valid && r.Status == schema.ArchivePassed {
+		return ""
+	}
+	attempts := itoa(r.Attempts)
+	if r.Status == schema.StatusRetry && r.NextAttemptAt.Valid {
+		attempts += " (next retry " + timestamp(r.NextAttemptAt.Time) + ")"
+	}
+	return attempts
 }
 
 func v2Batch(r *v2Row) string {
@@ -156,6 +187,10 @@ func v2Broker(r *v2Row) string {
 		return fmt.Sprintf("partition %d, offset %d", r.Partition.Int64, r.Offset.Int64)
 	case r.Status == schema.StatusSent:
 		return "not in the batch log (published before the batch log recorded seqs)"
+	case r.Status == schema.ArchivePassed:
+		// Retention trims the batch log by age too, so an archived event's batch
+		// row is often gone by the next run.
+		return "not in the batch log (trimmed by its own retention, or published before it recorded seqs)"
 	}
 	return ""
 }

@@ -26,6 +26,13 @@ func TestTraceV2StatementMatchesGoldenFile(t *testing.T) {
 // after the batch.
 func v2Pipeline(t *testing.T) (string, outboxDB) {
 	t.Helper()
+	return v2PipelineSet(t, "")
+}
+
+// v2PipelineSet is v2Pipeline with set (a SET clause, as for outboxDB.insert) applied
+// to ev-a-1, ev-b-1 and ev-c-1 before the relay reads them.
+func v2PipelineSet(t *testing.T, set string) (string, outboxDB) {
+	t.Helper()
 	ctx := context.Background()
 	ns := newNamespace(t)
 	dsn, db := pgSrv.OpenDatabase(t)
@@ -35,7 +42,7 @@ func v2Pipeline(t *testing.T) (string, outboxDB) {
 	}
 	o := outboxDB{dsn: dsn, db: db, table: tb}
 	for _, agg := range []string{"a", "b", "c"} {
-		o.insert(t, "ev-"+agg+"-1", agg, 1, "")
+		o.insert(t, "ev-"+agg+"-1", agg, 1, set)
 	}
 	st, err := shardstore.New(db, shardstore.Options{Table: tb, Shards: 4, WorkerID: "w1", Lease: time.Minute})
 	if err != nil {
