@@ -1,6 +1,11 @@
 package schema
 
-import "github.com/outbox-operator/outbox-operator/internal/pgident"
+import (
+	"context"
+	"fmt"
+
+	"github.com/outbox-operator/outbox-operator/internal/pgident"
+)
 
 // Archive states of a v2 archive row: which table the row left.
 const (
@@ -10,6 +15,20 @@ const (
 	// ArchiveDead: a DEAD hold row past the dead retention.
 	ArchiveDead = StatusDead
 )
+
+// HasV2Archive says whether t's archive table exists with the v2 columns: not a v1
+// archive (one made before an upgrade renamed it aside has no shard column), nor a
+// table of another shape under that name. The archive job refuses to write into
+// anything else, and trace reads nothing else as a v2 archive.
+func HasV2Archive(ctx context.Context, q queryer, t pgident.Table) (bool, error) {
+	archive := t.WithSuffix(ArchiveSuffix)
+	var ok bool
+	if err := q.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
+WHERE attrelid = to_regclass($1) AND attname = 'shard' AND NOT attisdropped)`, archive.Qualified()).Scan(&ok); err != nil {
+		return false, fmt.Errorf("check %s: %w", archive, err)
+	}
+	return ok, nil
+}
 
 // v2ArchiveStatements are the tables `relayworker archive` uses on a v2 table
 // (docs/contract-v2.md, "As built: operator and retention"): the archive, the run

@@ -41,10 +41,10 @@ FROM (SELECT event_id, aggregate_type, aggregate_id, aggregate_version, event_ty
 // No v2 archive (Delete-mode retention; a table migrated before the archive existed;
 // a v1 archive left under the name) is "not there", as findArchived treats a missing
 // v1 archive: `relayworker archive` writes only into an archive with the v2 columns
-// (checkV2Archive), so no other table under the name holds v2 events.
+// (schema.HasV2Archive), so no other table under the name holds v2 events.
 func findV2Archived(ctx context.Context, tx *sql.Tx, t pgident.Table, id string) (*v2Row, error) {
 	at := t.WithSuffix(schema.ArchiveSuffix)
-	ok, err := hasV2Archive(ctx, tx, at)
+	ok, err := schema.HasV2Archive(ctx, tx, t)
 	if err != nil || !ok {
 		return nil, err
 	}
@@ -57,17 +57,6 @@ func findV2Archived(ctx context.Context, tx *sql.Tx, t pgident.Table, id string)
 		return nil, fmt.Errorf("read event %q from %s: %w", id, at, err)
 	}
 	return &r, nil
-}
-
-// hasV2Archive reports whether at exists with the v2 archive's columns, by the test
-// the archive job makes before it writes (internal/relayworker/archive, v2.go).
-func hasV2Archive(ctx context.Context, tx *sql.Tx, at pgident.Table) (bool, error) {
-	var ok bool
-	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = 'shard' AND NOT attisdropped)`, at.Qualified()).Scan(&ok); err != nil {
-		return false, fmt.Errorf("check table %s: %w", at, err)
-	}
-	return ok, nil
 }
 
 // v2ArchivedState says what an archive row's state means.

@@ -55,14 +55,13 @@ func checkV2Archive(ctx context.Context, db *sql.DB, o Options) error {
 	if o.Mode == "delete" {
 		return nil
 	}
-	archive := o.Table.WithSuffix(schema.ArchiveSuffix)
-	var ok bool
-	if err := db.QueryRowContext(ctx, `SELECT EXISTS (SELECT FROM pg_attribute
-WHERE attrelid = to_regclass($1) AND attname = 'shard' AND NOT attisdropped)`, archive.Qualified()).Scan(&ok); err != nil {
-		return fmt.Errorf("check %s: %w", archive, err)
+	ok, err := schema.HasV2Archive(ctx, db, o.Table)
+	if err != nil {
+		return err
 	}
 	if !ok {
-		return fmt.Errorf("archive mode needs %s with the v2 columns: run `relayworker migrate --contract v2` (it creates it), or use --mode delete", archive)
+		return fmt.Errorf("archive mode needs %s with the v2 columns: run `relayworker migrate --contract v2` (it creates it), or use --mode delete",
+			o.Table.WithSuffix(schema.ArchiveSuffix))
 	}
 	return nil
 }
