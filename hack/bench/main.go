@@ -79,6 +79,11 @@ func benchmark() error {
 			}
 		}
 	}
+	if *dumpDir != "" { // before the stack: its processes' logs go there from the start
+		if err := os.MkdirAll(*dumpDir, 0o755); err != nil {
+			return fmt.Errorf("-dump: %w", err)
+		}
+	}
 	withPeer := has(*peers, "watermill") || has(*peers, "watermill-tuned")
 	s, err := startStack(*fsync, withPeer, has(*peers, "cdc"))
 	defer s.close()
