@@ -8,18 +8,8 @@ import (
 
 	"github.com/go-logr/logr"
 
-	"github.com/outbox-operator/outbox-operator/internal/pgident"
 	"github.com/outbox-operator/outbox-operator/internal/relayworker/archive"
-	"github.com/outbox-operator/outbox-operator/internal/testenv/golden"
 )
-
-// TestTraceV2ArchiveStatementMatchesGoldenFile: the lookup in a v2 table's archive is
-// testdata/trace_v2_archive.sql (rewrite it with -update).
-func TestTraceV2ArchiveStatementMatchesGoldenFile(t *testing.T) {
-	golden.Statements(t, []golden.Statement{{Name: "trace_v2_archive",
-		About: "trace of a v2 table: the newest archive row of event $1 and, if PASSED, its batch log row",
-		SQL:   traceV2ArchiveSQL(pgident.Table{Schema: "public", Name: "outbox_event"})}})
-}
 
 // archiveV2 is one `relayworker archive` run in archive mode on o's table, by the
 // archive package's own entry point, with the retentions its v2 tests use.
@@ -80,13 +70,7 @@ func TestTraceV2ArchivedEvent(t *testing.T) {
 	field(t, out, "attempts", "-")
 	field(t, out, "aggregate", "order/b version 1")
 	field(t, out, "broker", "partition 1, offset 1098")
-	var batch string
-	if err := o.db.QueryRow(`SELECT batch::text FROM outbox_event_batch`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
-	if !hasPrefixRow(out, "batch: "+batch+" by worker w1 at ") {
-		t.Errorf("no batch line for batch %s:\n%s", batch, out)
-	}
+	hasBatchLine(t, o, out)
 
 	r = plugin(t, "trace", "ev-c-1", "-n", ns, "-p", "orders").mustSucceed(t)
 	noSecrets(t, r, o.dsn)

@@ -12,12 +12,32 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/testenv/golden"
 )
 
-// TestTraceV2StatementMatchesGoldenFile: the v2 trace's lookup is testdata/trace_v2.sql
-// (rewrite it with -update).
-func TestTraceV2StatementMatchesGoldenFile(t *testing.T) {
-	golden.Statements(t, []golden.Statement{{Name: "trace_v2",
-		About: "trace of a v2 table: the status view's row of event $1 and, once SENT, its batch log row",
-		SQL:   traceV2SQL(pgident.Table{Schema: "public", Name: "outbox_event"})}})
+// TestTraceV2StatementsMatchGoldenFiles: the v2 trace's lookups are testdata/trace_v2*.sql
+// (rewrite them with -update): of one event in the status view, of one event in the
+// archive, and of an aggregate's newest versions.
+func TestTraceV2StatementsMatchGoldenFiles(t *testing.T) {
+	tb := pgident.Table{Schema: "public", Name: "outbox_event"}
+	golden.Statements(t, []golden.Statement{
+		{Name: "trace_v2", SQL: traceV2SQL(tb),
+			About: "trace of a v2 table: the status view's row of event $1 and, once SENT, its batch log row"},
+		{Name: "trace_v2_archive", SQL: traceV2ArchiveSQL(tb),
+			About: "trace of a v2 table: the newest archive row of event $1 and, if PASSED, its batch log row"},
+		{Name: "trace_v2_aggregate", SQL: traceV2AggregateSQL(tb),
+			About: "trace --aggregate of a v2 table: the status view's rows of the newest $3 versions of aggregate $1/$2, each with its batch log row once SENT"},
+	})
+}
+
+// hasBatchLine checks that out names the batch log's (only) row as the one that
+// published the event, by worker w1 (v2Pipeline's).
+func hasBatchLine(t *testing.T, o outboxDB, out string) {
+	t.Helper()
+	var batch string
+	if err := o.db.QueryRow(`SELECT batch::text FROM outbox_event_batch`).Scan(&batch); err != nil {
+		t.Fatal(err)
+	}
+	if !hasPrefixRow(out, "batch: "+batch+" by worker w1 at ") {
+		t.Errorf("no batch line for batch %s:\n%s", batch, out)
+	}
 }
 
 // v2Pipeline is a namespace with pipeline "orders" on a v2 table outbox_event: one
@@ -92,13 +112,7 @@ func TestTraceV2Event(t *testing.T) {
 	field(t, out, "status", "SENT")
 	field(t, out, "destination", "topic orders, key b")
 	field(t, out, "broker", "partition 1, offset 1098")
-	var batch string
-	if err := o.db.QueryRow(`SELECT batch::text FROM outbox_event_batch`).Scan(&batch); err != nil {
-		t.Fatal(err)
-	}
-	if !hasPrefixRow(out, "batch: "+batch+" by worker w1 at ") {
-		t.Errorf("no batch line for batch %s:\n%s", batch, out)
-	}
+	hasBatchLine(t, o, out)
 
 	r = plugin(t, "trace", "ev-c-1", "-n", ns).mustSucceed(t)
 	noSecrets(t, r, o.dsn)
@@ -109,14 +123,6 @@ func TestTraceV2Event(t *testing.T) {
 	out = plugin(t, "trace", "ev-d-1", "-n", ns).mustSucceed(t).stdout
 	field(t, out, "status", "PENDING")
 	field(t, out, "batch", "-")
-}
-
-// TestTraceV2AggregateStatementMatchesGoldenFile: trace --aggregate's lookup on a v2
-// table is testdata/trace_v2_aggregate.sql (rewrite it with -update).
-func TestTraceV2AggregateStatementMatchesGoldenFile(t *testing.T) {
-	golden.Statements(t, []golden.Statement{{Name: "trace_v2_aggregate",
-		About: "trace --aggregate of a v2 table: the status view's rows of the newest $3 versions of aggregate $1/$2, each with its batch log row once SENT",
-		SQL:   traceV2AggregateSQL(pgident.Table{Schema: "public", Name: "outbox_event"})}})
 }
 
 // trace --aggregate on a v2 table prints v1's table: a published version SENT at its
