@@ -143,7 +143,6 @@ func V2Statements(t pgident.Table, n int) []string {
 	hold := t.WithSuffix(HoldSuffix).Qualified()
 	batch := t.WithSuffix(BatchSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
-	open := `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`
 	return append([]string{
 		// CACHE 1: a per-session cache hands numbers out of insert order.
 		`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS bigint CACHE 1`,
@@ -233,10 +232,10 @@ END$$`,
 )`,
 		// "The due RETRY and HELD rows of these shards."
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_due") + ` ON ` + hold +
-			` (shard, next_attempt_at) WHERE ` + open,
+			` (shard, next_attempt_at) WHERE ` + OpenHold,
 		// "Does this aggregate have an open hold row (below this version)?"
 		`CREATE INDEX IF NOT EXISTS ` + t.Ident("_hold_open") + ` ON ` + hold +
-			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + open,
+			` (aggregate_type, aggregate_id, aggregate_version) WHERE ` + OpenHold,
 
 		// `relayworker replay`'s audit (the same table as v1's: the DeadLetterReplay
 		// controller reads its status from it whatever the contract).
@@ -286,3 +285,8 @@ func reshardStatements(t pgident.Table, n int) []string {
 		`UPDATE ` + t.WithSuffix(ContractSuffix).Qualified() + ` SET shards = ` + strconv.Itoa(n),
 	}
 }
+
+// OpenHold is the condition of an open hold row (RETRY or HELD: the event, or a
+// version held behind one, still to be sent), the predicate of the hold table's
+// partial indexes: a statement that repeats it word for word can use them.
+const OpenHold = `state IN ('` + StatusRetry + `', '` + StatusHeld + `')`

@@ -55,7 +55,7 @@ func dueHoldsSQL(t pgident.Table) string {
        h.event_type, h.event_version, h.destination, h.message_key, h.payload::text, h.headers, h.created_at,
        h.state, h.attempts, h.next_attempt_at, h.last_error_code, h.last_error_message, h.held_at, h.updated_at
 FROM ` + side(t, schema.ShardSuffix) + ` s
-JOIN ` + hold + ` h ON h.shard = s.shard AND h.state IN ('` + schema.StatusRetry + `', '` + schema.StatusHeld + `')
+JOIN ` + hold + ` h ON h.shard = s.shard AND h.` + schema.OpenHold + `
 WHERE s.owner = ANY ($1::text[])
   AND CASE WHEN h.state = '` + schema.StatusRetry + `' THEN h.next_attempt_at <= now()
            ELSE NOT EXISTS (SELECT FROM ` + hold + ` r

@@ -143,10 +143,6 @@ func (s *Store) dropReadConn() error {
 	return err
 }
 
-// openHold is the condition of an open (RETRY or HELD) hold row, the partial index
-// <table>_hold_open's.
-const openHold = `state IN ('` + schema.StatusRetry + `', '` + schema.StatusHeld + `')`
-
 // eventCols are the outbox columns a read returns, after shard, token and hi_tick.
 const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
             o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at`
@@ -192,9 +188,9 @@ w AS (
 SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
-       e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM ` + hold + ` WHERE ` + openHold + `))
+       e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM ` + hold + ` WHERE ` + schema.OpenHold + `))
          AND EXISTS (SELECT FROM ` + hold + ` h
-           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id AND h.` + openHold + `)
+           WHERE h.aggregate_type = e.aggregate_type AND h.aggregate_id = e.aggregate_id AND h.` + schema.OpenHold + `)
 FROM w CROSS JOIN LATERAL (
     (SELECT p.*
      FROM pg_snapshot_xip(w.lo_snap) AS en(id)
