@@ -52,7 +52,7 @@ func (s *Store) DueHolds(ctx context.Context, tokens []string, limit int) ([]Hol
 func dueHoldsSQL(t pgident.Table) string {
 	hold := side(t, schema.HoldSuffix)
 	return `SELECT h.shard, s.owner, h.seq, h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version,
-       h.event_type, h.event_version, h.destination, h.message_key, h.payload::text, h.headers, h.created_at,
+       h.event_type, h.event_version, h.destination, h.message_key, h.payload, h.headers, h.created_at,
        h.state, h.attempts, h.next_attempt_at, h.last_error_code, h.last_error_message, h.held_at, h.updated_at
 FROM ` + side(t, schema.ShardSuffix) + ` s
 JOIN ` + hold + ` h ON h.shard = s.shard AND h.` + schema.OpenHold + `

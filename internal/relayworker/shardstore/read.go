@@ -145,7 +145,7 @@ func (s *Store) dropReadConn() error {
 
 // eventCols are the outbox columns a read returns, after shard, token and hi_tick.
 const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-            o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at`
+            o.event_version, o.destination, o.message_key, o.payload, o.headers, o.created_at`
 
 // readSQL is the window read for a table of n shards: $1 the tokens, $2 the batch
 // size, $3 the shard to start with.

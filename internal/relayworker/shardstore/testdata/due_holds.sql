@@ -1,6 +1,6 @@
 -- DueHolds: $1 tokens, $2 how many
 SELECT h.shard, s.owner, h.seq, h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version,
-       h.event_type, h.event_version, h.destination, h.message_key, h.payload::text, h.headers, h.created_at,
+       h.event_type, h.event_version, h.destination, h.message_key, h.payload, h.headers, h.created_at,
        h.state, h.attempts, h.next_attempt_at, h.last_error_code, h.last_error_message, h.held_at, h.updated_at
 FROM "public"."outbox_event_shard" s
 JOIN "public"."outbox_event_hold" h ON h.shard = s.shard AND h.state IN ('RETRY', 'HELD')

@@ -21,7 +21,7 @@ FROM w CROSS JOIN LATERAL (
     (SELECT p.*
      FROM pg_snapshot_xip(w.lo_snap) AS en(id)
      CROSS JOIN LATERAL (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-            o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
+            o.event_version, o.destination, o.message_key, o.payload, o.headers, o.created_at
          FROM "public"."outbox_event" o
          WHERE o.shard = w.shard AND o.txid = en.id AND o.seq + 0 > COALESCE(w.pos, 0) AND o.seq + 0 <= w.lo_seq
          OFFSET 0) p
@@ -29,7 +29,7 @@ FROM w CROSS JOIN LATERAL (
      ORDER BY p.seq LIMIT $2)
     UNION ALL
     (SELECT o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type,
-            o.event_version, o.destination, o.message_key, o.payload::text AS payload, o.headers, o.created_at
+            o.event_version, o.destination, o.message_key, o.payload, o.headers, o.created_at
      FROM "public"."outbox_event" o
      WHERE o.shard = w.shard AND o.seq > GREATEST(w.pos, w.lo_seq) AND o.seq <= w.hi_seq
        AND pg_visible_in_snapshot(o.txid, w.hi_snap) AND NOT pg_visible_in_snapshot(o.txid, w.lo_snap)
