@@ -48,7 +48,11 @@ func (s *Store) Advance(ctx context.Context, a Advance) (Advanced, error) {
 	}
 	var out Advanced
 	var moved, stale pq.Int64Array
-	err := s.db.QueryRowContext(ctx, advanceSQL(s.t), s.workerID, s.interval(),
+	st, err := s.prepared(ctx, advanceSQL(s.t))
+	if err != nil {
+		return Advanced{}, fmt.Errorf("advance %s: %w", s.t, err)
+	}
+	err = st.QueryRowContext(ctx, s.workerID, s.interval(),
 		pq.Array(shards), pq.Array(tokens), pq.Array(last), pq.Array(hi), pq.Array(done),
 		pq.Array(parts), pq.Array(a.Offsets),
 		pq.Array(ids), pq.Array(states), pq.Array(attempts), pq.Array(delays), pq.Array(codes), pq.Array(msgs), pq.Array(a.Seqs),

@@ -57,6 +57,9 @@ type Store struct {
 	conn *sql.Conn
 	read *sql.Stmt
 
+	stmtsMu sync.Mutex           // guards stmts
+	stmts   map[string]*sql.Stmt // by SQL text (prepared.go)
+
 	// housekept is the newest tick at this worker's last housekeeping (Tick).
 	housekept atomic.Int64
 }
@@ -78,11 +81,13 @@ func New(db *sql.DB, o Options) (*Store, error) {
 	return &Store{db: db, t: o.Table, shards: o.Shards, workerID: o.WorkerID, lease: o.Lease}, nil
 }
 
-// Close releases the read connection (the pool is the caller's).
+// Close releases the read connection and the prepared statements (the pool is the
+// caller's).
 func (s *Store) Close() error {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.dropReadConn()
+	err := s.dropReadConn()
+	s.mu.Unlock()
+	return errors.Join(err, s.closePrepared())
 }
 
 // interval is the lease as a PostgreSQL interval parameter.

@@ -63,6 +63,14 @@ func (s *Store) Tick(ctx context.Context, tokens []string) (tick int64, recorded
 // tick is Tick's transaction: it records a tick when needed and returns it, and
 // the newest tick either way.
 func (s *Store) tick(ctx context.Context) (tick, newest int64, recorded bool, err error) {
+	lock, err := s.prepared(ctx, tickLockSQL(s.t))
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("tick: lock: %w", err)
+	}
+	record, err := s.prepared(ctx, tickSQL(s.t))
+	if err != nil {
+		return 0, 0, false, fmt.Errorf("tick: record: %w", err)
+	}
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
 		return 0, 0, false, fmt.Errorf("tick: begin: %w", err)
@@ -70,7 +78,7 @@ func (s *Store) tick(ctx context.Context) (tick, newest int64, recorded bool, er
 	defer tx.Rollback() //nolint:errcheck // no-op after commit
 	var before int64
 	var needed bool
-	if err := tx.QueryRowContext(ctx, tickLockSQL(s.t), "outbox-tick:"+s.t.String()).Scan(&before, &needed, &newest); err != nil {
+	if err := tx.StmtContext(ctx, lock).QueryRowContext(ctx, "outbox-tick:"+s.t.String()).Scan(&before, &needed, &newest); err != nil {
 		return 0, 0, false, fmt.Errorf("tick: lock: %w", err)
 	}
 	if !needed {
@@ -78,7 +86,7 @@ func (s *Store) tick(ctx context.Context) (tick, newest int64, recorded bool, er
 		// (schema.TickSnapshot), and an idle worker asks several times a second.
 		return 0, newest, false, nil
 	}
-	err = tx.QueryRowContext(ctx, tickSQL(s.t), before).Scan(&tick)
+	err = tx.StmtContext(ctx, record).QueryRowContext(ctx, before).Scan(&tick)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, newest, false, nil // not needed; the rollback ends the transaction
 	}
