@@ -45,7 +45,8 @@ type Event struct {
 	EventVersion     int    // schema version of the payload; 0 means 1
 	Destination      string // Kafka topic
 	MessageKey       string // Kafka key; empty means AggregateID
-	// Payload is the message value; it must be valid JSON (the column is jsonb).
+	// Payload is the message value; it must be valid JSON (the column is json on a
+	// table of contract v2, which keeps these bytes as they are, jsonb on v1).
 	Payload json.RawMessage
 	// Headers are extra Kafka headers. The relay sets event_id, event_type,
 	// event_version, aggregate_type, aggregate_id and aggregate_version itself.
@@ -114,7 +115,7 @@ func (e *Event) Validate() error {
 	case len(e.Payload) == 0:
 		return bad("Payload is empty")
 	case !json.Valid(e.Payload):
-		return bad("Payload is not valid JSON (the payload column is jsonb)")
+		return bad("Payload is not valid JSON (the payload column is json or jsonb)")
 	}
 	if err := schema.ValidTopic(e.Destination); err != nil {
 		return bad("%v", err)
@@ -183,11 +184,10 @@ func (p *Publisher) insert(ctx context.Context, events []Event, notify bool) (st
 			if j > 1 {
 				sb.WriteByte(',')
 			}
+			// No casts: each parameter takes its column's type (payload and headers
+			// are json on v2 tables and jsonb on v1; a jsonb cast into a json
+			// column would parse and print every payload once more).
 			sb.WriteString("$" + strconv.Itoa(n+j))
-			switch j {
-			case 9, 10:
-				sb.WriteString("::jsonb")
-			}
 		}
 		sb.WriteByte(')')
 		key := e.MessageKey

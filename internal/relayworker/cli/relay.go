@@ -190,7 +190,7 @@ func checkRelayTable(ctx context.Context, db *sql.DB, t pgident.Table) (string, 
 		return "", err
 	}
 	if typ != "jsonb" && typ != "bytea" && typ != "json" && typ != "text" {
-		return "", fmt.Errorf("outbox table %s: payload column type %s is not supported (jsonb or bytea)", t, typ)
+		return "", fmt.Errorf("outbox table %s: payload column type %s is not supported (json, jsonb, text or bytea)", t, typ)
 	}
 	return typ, nil
 }
