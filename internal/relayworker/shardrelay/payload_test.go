@@ -53,3 +53,23 @@ func TestPayloadIsPublishedAsWritten(t *testing.T) {
 		t.Fatalf("not received: %v", want)
 	}
 }
+
+// A v2 table made before the payload became json has jsonb columns: it keeps
+// working, publishing the JSON text PostgreSQL prints for each value.
+func TestJSONBPayloadOfAnOlderTableIsPublished(t *testing.T) {
+	dsn, db := newTable(t)
+	if _, err := db.ExecContext(ctx, `ALTER TABLE outbox_v2 ALTER payload TYPE jsonb USING payload::jsonb,
+		ALTER headers TYPE jsonb USING headers::jsonb`); err != nil {
+		t.Fatal(err)
+	}
+	tp := topic(t)
+	insert(t, db, ev{agg: "p", version: 1, topic: tp, payload: `{"b": 1,   "a": [1, 2.50, 1e3], "b": 2}`})
+	start(t, dsn, "w1", opts{})
+	recs, err := broker.ReadAllWithin(30*time.Second, tp, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"a": [1, 2.50, 1000], "b": 2}`; string(recs[0].Value) != want {
+		t.Fatalf("value %s, want jsonb's text %s", recs[0].Value, want)
+	}
+}
