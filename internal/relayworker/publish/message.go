@@ -59,8 +59,8 @@ func (f Format) Message(r *event.Row) (kafka.Message, error) {
 	if r.Payload == nil {
 		return kafka.Message{}, &BadEventError{CodeInvalidPayload, "payload is NULL"}
 	}
-	extra := 0
-	if hasHeaders(r) {
+	has, extra := hasHeaders(r), 0
+	if has {
 		extra = bytes.Count(r.Headers, []byte{':'}) // at least one per pair
 	}
 	var hdrs []kafka.Header
@@ -73,7 +73,7 @@ func (f Format) Message(r *event.Row) (kafka.Message, error) {
 	default:
 		hdrs, isReserved = nativeHeaders(r, extra), reservedNative
 	}
-	if hasHeaders(r) {
+	if has {
 		var err error
 		if hdrs, err = appendHeaders(hdrs, r.Headers, isReserved); err != nil {
 			return kafka.Message{}, &BadEventError{CodeInvalidHeaders, err.Error()}
