@@ -184,10 +184,16 @@ func (p *Publisher) insert(ctx context.Context, events []Event, notify bool) (st
 			if j > 1 {
 				sb.WriteByte(',')
 			}
-			// No casts: each parameter takes its column's type (payload and headers
-			// are json on v2 tables and jsonb on v1; a jsonb cast into a json
-			// column would parse and print every payload once more).
 			sb.WriteString("$" + strconv.Itoa(n+j))
+			switch j {
+			case 9, 10:
+				// json, not jsonb: payload and headers are json on v2 tables (a
+				// jsonb cast would parse and print every payload once more there)
+				// and jsonb on v1 (PostgreSQL's assignment cast). Not uncast: into a
+				// bytea column the text would be read as bytea escapes (a JSON
+				// "\\" stored as one backslash); json there is a clear type error.
+				sb.WriteString("::json")
+			}
 		}
 		sb.WriteByte(')')
 		key := e.MessageKey

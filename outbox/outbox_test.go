@@ -226,3 +226,25 @@ func ExamplePublisher_Publish() {
 	fmt.Println(status, evStatus)
 	// Output: paid PENDING
 }
+
+// A payload column of another type than json or jsonb (bytea: the relay accepts it
+// for producers that write bytes themselves) refuses Publish with PostgreSQL's type
+// error, instead of storing the JSON text read as bytea escapes.
+func TestPublishIntoABytePayloadColumnFailsWithTheType(t *testing.T) {
+	_, db := relaytest.NewDB(t)
+	ctx := context.Background()
+	if _, err := db.ExecContext(ctx, `ALTER TABLE outbox_event ALTER payload TYPE bytea USING convert_to(payload::text, 'UTF8')`); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := db.BeginTx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback() //nolint:errcheck
+	e := good("bytes")
+	e.Payload = json.RawMessage(`{"path":"C:\\tmp"}`)
+	err = outbox.Default().Publish(ctx, tx, e)
+	if err == nil || !strings.Contains(err.Error(), "bytea") {
+		t.Fatalf("Publish into a bytea payload column: %v, want the type error", err)
+	}
+}
