@@ -52,6 +52,9 @@ run_version() {
     result[$v]=PASS
   else
     result[$v]=FAIL failed[$v]="${bad:-go test exit $rc} (log $log)"
+    # CI keeps only what is printed: show why, not just where (the log stays for more).
+    echo "  [$v] first failure in $log:"
+    grep -m1 -A60 -E '^(--- FAIL|panic:|# )' "$log" | sed "s/^/  [$v] | /"
   fi
 }
 

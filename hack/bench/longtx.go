@@ -4,8 +4,11 @@
 // the same PostgreSQL cluster. It has written a row (so it holds a transaction id and
 // keeps every snapshot's xmin at or below it) and stays open from before the workers
 // start until after the last measured event was read; then it is rolled back. The
-// run is shorter than ten minutes: what matters is that the transaction is open
-// through all of it, which the run checks (pg_stat_activity) before the rollback.
+// run checks (pg_stat_activity) that it was open through all of it. Its length is
+// -longtx-open (the ten minutes by default): the producers run unmeasured for
+// all of it but the last -duration, so the measured part sees everything the open
+// transaction kept from being pruned. The run without takes the same time, so both
+// tables are as large.
 
 package main
 
@@ -17,7 +20,15 @@ import (
 	"time"
 )
 
-var longTxRate = flag.Int("longtx-rate", 1000, "producer rate of -runs latency-longtx (events/s)")
+var (
+	longTxRate = flag.Int("longtx-rate", 1000, "producer rate of -runs latency-longtx (events/s)")
+	longTxOpen = flag.Duration("longtx-open", 10*time.Minute, "how long -runs latency-longtx keeps its transaction open: "+
+		"the producers run unmeasured for all of it but the last -duration")
+)
+
+// longTxWarmup is the unmeasured start of each latency-longtx run: the open
+// transaction's time but the measured part, and at least -warmup.
+func longTxWarmup() time.Duration { return max(*longTxOpen-*duration, *warmup) }
 
 func latencyLongTx(s *stack) error {
 	if *longTxRate <= 0 {
@@ -25,8 +36,8 @@ func latencyLongTx(s *stack) error {
 	}
 	fmt.Printf("latency with an open write transaction elsewhere in the cluster: as the latency run (8 producers, plain INSERT,\n"+
 		"%s warm-up then %s, %d ev/s), without, then with a transaction that wrote a row in another database of the same\n"+
-		"PostgreSQL cluster, opened before the workers start and rolled back after the run (open the whole run, which is\n"+
-		"shorter than the issue's 10 minutes); load avg %s\n", *warmup, *duration, *longTxRate, loadAvg())
+		"PostgreSQL cluster, opened before the workers start and rolled back after the run (-longtx-open); load avg %s\n",
+		longTxWarmup(), *duration, *longTxRate, loadAvg())
 	printLatencyHeader()
 	var ps []peer
 	if has(*peers, "relay") {
@@ -36,7 +47,7 @@ func latencyLongTx(s *stack) error {
 		ps = append(ps, s.relayV2("relay v2", nil, false))
 	}
 	for i, p := range ps {
-		without, err := s.latency(p, fmt.Sprintf("lt%d-without", i), *longTxRate, *workers, *warmup, *duration, false)
+		without, err := s.latency(p, fmt.Sprintf("lt%d-without", i), *longTxRate, *workers, longTxWarmup(), *duration, false)
 		if err != nil {
 			return fmt.Errorf("latency %s: %w", p.name(), err)
 		}
@@ -62,7 +73,7 @@ func (s *stack) latencyWithOpenTx(p peer, tag string) (latResult, time.Duration,
 		return latResult{}, 0, err
 	}
 	defer tx.close()
-	r, err := s.latency(p, tag, *longTxRate, *workers, *warmup, *duration, false)
+	r, err := s.latency(p, tag, *longTxRate, *workers, longTxWarmup(), *duration, false)
 	if err != nil {
 		return r, 0, err
 	}

@@ -56,6 +56,7 @@ func (f *fixture) worker(id string) *worker {
 	if err != nil {
 		f.t.Fatal(err)
 	}
+	st.housekeepEvery = 0 // by ticks alone: the tests tick faster than HousekeepEvery
 	w := &worker{f: f, id: id, st: st, pool: pool}
 	f.t.Cleanup(w.close)
 	return w

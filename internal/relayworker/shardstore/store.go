@@ -60,8 +60,13 @@ type Store struct {
 	stmtsMu sync.Mutex           // guards stmts
 	stmts   map[string]*sql.Stmt // by SQL text (prepared.go)
 
-	// housekept is the newest tick at this worker's last housekeeping (Tick).
-	housekept atomic.Int64
+	// housekept is the newest tick at this worker's last housekeeping (Tick), and
+	// housekeptAt its time (monotonic, since started); housekeepEvery is the least
+	// time between two (HousekeepEvery; tests set less).
+	housekept      atomic.Int64
+	housekeptAt    atomic.Int64
+	housekeepEvery time.Duration
+	started        time.Time
 }
 
 // New checks the options; it does not touch the database.
@@ -78,7 +83,8 @@ func New(db *sql.DB, o Options) (*Store, error) {
 	if o.Lease < time.Second {
 		return nil, fmt.Errorf("shard store: lease %s is shorter than a second", o.Lease)
 	}
-	return &Store{db: db, t: o.Table, shards: o.Shards, workerID: o.WorkerID, lease: o.Lease}, nil
+	return &Store{db: db, t: o.Table, shards: o.Shards, workerID: o.WorkerID, lease: o.Lease,
+		housekeepEvery: HousekeepEvery, started: time.Now()}, nil
 }
 
 // Close releases the read connection and the prepared statements (the pool is the

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/lib/pq"
 
@@ -22,6 +23,18 @@ import (
 // ever; closing after a few ticks bounds the tick table and costs one HOT update per
 // idle shard per IdleTicks ticks.
 const IdleTicks = 16
+
+// HousekeepEvery is the least time between two of a worker's housekeeping rounds
+// (the idle close and the tick trim). Counted in ticks alone, a busy table ran them
+// dozens of times a second (a caught-up worker ticks after every short batch: 43
+// rounds/s at 1,000 events/s), and each round's idle close writes a new version of
+// every idle shard's row: ~3,000 versions/s. While a transaction elsewhere in the
+// cluster stays open none of them can be pruned, and every read scans the shard
+// rows: over 23 s the read went from 0.64 to 1.66 ms. Once a second, a worker writes
+// at most one version per shard it holds per second, and an idle window lags at most
+// about a second's ticks (the tick table keeps as many; a shard's ticks are probes of
+// its primary key, so the read does not pay for them).
+const HousekeepEvery = time.Second
 
 // Tick records a tick if one is needed and reports its number and whether it
 // recorded one. A tick is needed when the sequence moved past the newest tick's
@@ -47,7 +60,10 @@ func (s *Store) Tick(ctx context.Context, tokens []string) (tick int64, recorded
 	if err != nil {
 		return 0, false, err
 	}
-	if last := s.housekept.Load(); housekeepingDue(newest, last) && s.housekept.CompareAndSwap(last, newest) {
+	now := time.Since(s.started)
+	last, lastAt := s.housekept.Load(), time.Duration(s.housekeptAt.Load())
+	if housekeepingDue(newest, last, now-lastAt, s.housekeepEvery) && s.housekept.CompareAndSwap(last, newest) {
+		s.housekeptAt.Store(int64(now))
 		// After the tick's commit, outside the tick lock: in the bench the idle close
 		// took 47-257 ms per call under load, and the other worker's tick waited for it.
 		if _, err := s.db.ExecContext(ctx, closeIdleSQL(s.t), newest-IdleTicks, pq.Array(tokens)); err != nil {
@@ -99,13 +115,16 @@ func (s *Store) tick(ctx context.Context) (tick, newest int64, recorded bool, er
 	return tick, tick, true, nil
 }
 
-// housekeepingDue says whether a worker whose last housekeeping was at tick last
-// runs it now that newest is the newest tick: every IdleTicks ticks. A caught-up
-// worker ticks after every short batch, and the two statements were a third of a
-// tick's time under the tick lock; run this often, a window empty for IdleTicks ticks
-// is closed within as many more, and the tick table keeps at most about 2 x IdleTicks
-// ticks beyond the oldest busy window.
-func housekeepingDue(newest, last int64) bool { return newest-last >= IdleTicks }
+// housekeepingDue says whether a worker whose last housekeeping was at tick last,
+// since ago, runs it now that newest is the newest tick: every IdleTicks ticks, and
+// no sooner than every after it. A caught-up worker ticks after every short batch,
+// and the two statements were a third of a tick's time under the tick lock; run this
+// often, a window empty for IdleTicks ticks is closed within as many more ticks or
+// every, and the tick table keeps about 2 x IdleTicks ticks, or every's ticks, beyond
+// the oldest busy window.
+func housekeepingDue(newest, last int64, since, every time.Duration) bool {
+	return newest-last >= IdleTicks && since >= every
+}
 
 // seqName is the sequence as an SQL literal for pg_sequence_last_value.
 func seqName(t pgident.Table) string {

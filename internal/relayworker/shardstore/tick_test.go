@@ -36,12 +36,17 @@ func TestTickRecordsOnlyWhenNeededAndTrims(t *testing.T) {
 	if ticks > 2*IdleTicks+1 || idleBehind != 0 {
 		t.Fatalf("after %d busy ticks: %d ticks kept, %d windows more than %d ticks behind", 3*IdleTicks, ticks, idleBehind, 2*IdleTicks)
 	}
+	s := time.Second
 	for _, c := range []struct {
 		newest, last int64
+		since        time.Duration
 		want         bool
-	}{{1, 0, false}, {IdleTicks - 1, 0, false}, {IdleTicks, 0, true}, {2*IdleTicks - 1, IdleTicks, false}, {2*IdleTicks + 3, IdleTicks, true}} {
-		if got := housekeepingDue(c.newest, c.last); got != c.want {
-			t.Errorf("housekeepingDue(%d, %d) = %v, want %v", c.newest, c.last, got, c.want)
+	}{
+		{1, 0, s, false}, {IdleTicks - 1, 0, s, false}, {IdleTicks, 0, s, true}, {2*IdleTicks - 1, IdleTicks, s, false},
+		{2*IdleTicks + 3, IdleTicks, s, true}, {2*IdleTicks + 3, IdleTicks, s - 1, false}, {1000 * IdleTicks, 0, s / 2, false},
+	} {
+		if got := housekeepingDue(c.newest, c.last, c.since, time.Second); got != c.want {
+			t.Errorf("housekeepingDue(%d, %d, %s, 1s) = %v, want %v", c.newest, c.last, c.since, got, c.want)
 		}
 	}
 	if len(w.published) != 3*IdleTicks {
