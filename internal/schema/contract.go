@@ -109,16 +109,21 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	if err != nil {
 		return fmt.Errorf("migrate %s: %w", t, err)
 	}
-	stmts := V2Statements(t, n)
+	var stmts []string
 	switch c.Version {
 	case ContractNone:
+		stmts = V2Statements(t, n, NewTableEventTypes)
 	case ContractV1:
-		// The upgrade's DDL includes V2Statements.
+		// The upgrade's DDL includes V2Statements, with the v1 table's types.
 		if err := startUpgrade(ctx, tx, t, n, opts.upgradeLockTimeout()); err != nil {
 			return fmt.Errorf("migrate %s: %w", t, err)
 		}
-		stmts = nil
 	case ContractV2:
+		e, err := tableEventTypes(ctx, tx, t)
+		if err != nil {
+			return fmt.Errorf("migrate %s: %w", t, err)
+		}
+		stmts = V2Statements(t, n, e)
 		if err := lockForDDL(ctx, tx, t, opts.upgradeLockTimeout()); err != nil {
 			return fmt.Errorf("migrate %s: %w", t, err)
 		}

@@ -15,7 +15,7 @@ func TestV2StatementsMatchGoldenFiles(t *testing.T) {
 	tb := pgident.Table{Schema: "public", Name: "outbox_event"}
 	golden.Statements(t, []golden.Statement{
 		{Name: "v2_migrate", About: fmt.Sprintf("V2Statements: public.outbox_event, %d shards, separated by ;", DefaultShards),
-			SQL: strings.Join(V2Statements(tb, DefaultShards), ";\n\n") + ";"},
+			SQL: strings.Join(V2Statements(tb, DefaultShards, NewTableEventTypes), ";\n\n") + ";"},
 		{Name: "v2_reshard", About: "reshardStatements: to 64 shards, before v2_migrate.sql, only while the table is empty",
 			SQL: strings.Join(reshardStatements(tb, 64), ";\n") + ";"},
 		{Name: "v2_detect", About: "DetectContract: $1 the table, $2 its contract table", SQL: detectContractSQL},
@@ -31,8 +31,8 @@ func TestV2StatementsMatchGoldenFiles(t *testing.T) {
 
 // upgradeStartWithoutV2 is upgradeStartStatements less the V2Statements in it.
 func upgradeStartWithoutV2(tb pgident.Table) []string {
-	all := upgradeStartStatements(tb, DefaultShards, DefaultUpgradeLockTimeout, true)
-	v2 := V2Statements(tb, DefaultShards)
+	all := upgradeStartStatements(tb, DefaultShards, DefaultUpgradeLockTimeout, true, NewTableEventTypes)
+	v2 := V2Statements(tb, DefaultShards, NewTableEventTypes)
 	for i := range all {
 		if all[i] == v2[0] {
 			return append(append(all[:i:i], "-- V2Statements (v2_migrate.sql)"), all[i+len(v2):]...)

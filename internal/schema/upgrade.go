@@ -104,8 +104,9 @@ func upgradeState(ctx context.Context, q queryer, t pgident.Table) (Upgrade, err
 // upgradeStartStatements rename the v1 table t aside and create the v2 table of n
 // shards under its name, with the progress row saying the copy is under way. They run
 // in MigrateV2's transaction, after its lock and the contract check; lock bounds the
-// wait for the table's lock; notify re-creates v1's NOTIFY trigger on the new table.
-func upgradeStartStatements(t pgident.Table, n int, lock time.Duration, notify bool) []string {
+// wait for the table's lock; notify re-creates v1's NOTIFY trigger on the new table;
+// e are the v2 table's payload and headers types (EventTypes.upgraded).
+func upgradeStartStatements(t pgident.Table, n int, lock time.Duration, notify bool, e EventTypes) []string {
 	aside := t.WithSuffix(AsideSuffix)
 	ut := t.WithSuffix(UpgradeSuffix).Qualified()
 	stmts := []string{
@@ -121,7 +122,7 @@ func upgradeStartStatements(t pgident.Table, n int, lock time.Duration, notify b
 		`ALTER TABLE IF EXISTS ` + t.WithSuffix(ArchiveSuffix).Qualified() + ` RENAME TO ` + pgident.Quote(aside.WithSuffix(ArchiveSuffix).Name),
 		`ALTER INDEX IF EXISTS ` + pgident.Quote(t.Schema) + `.` + t.Ident(ArchiveSuffix+"_event_idx") + ` RENAME TO ` + aside.Ident(ArchiveSuffix+"_event_idx"),
 	}
-	stmts = append(stmts, V2Statements(t, n)...)
+	stmts = append(stmts, V2Statements(t, n, e)...)
 	stmts = append(stmts,
 		`CREATE TABLE IF NOT EXISTS `+ut+` (
     one         boolean     PRIMARY KEY DEFAULT true CHECK (one),
@@ -160,7 +161,11 @@ func startUpgrade(ctx context.Context, tx *sql.Tx, t pgident.Table, n int, lock 
 	if err := tx.QueryRowContext(ctx, hasNotifyTriggerSQL, t.Qualified(), t.Name+"_notify_trg").Scan(&notify); err != nil {
 		return fmt.Errorf("look for the notify trigger: %w", err)
 	}
-	for _, stmt := range upgradeStartStatements(t, n, lock, notify) {
+	e, err := tableEventTypes(ctx, tx, t)
+	if err != nil {
+		return fmt.Errorf("upgrade to contract v2: %w", err)
+	}
+	for _, stmt := range upgradeStartStatements(t, n, lock, notify, e.upgraded()) {
 		if _, err := tx.ExecContext(ctx, stmt); err != nil {
 			if pgerr.Is(err, pgerr.LockNotAvailable) {
 				return fmt.Errorf("upgrade to contract v2: no ACCESS EXCLUSIVE lock on the table within %s (a transaction holds it: find it in pg_stat_activity, then run migrate again): %w",

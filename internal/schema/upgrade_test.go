@@ -272,6 +272,20 @@ func TestUpgradeRefusals(t *testing.T) {
 	if err := busy.Commit(); err != nil {
 		t.Fatal(err)
 	}
+	// A payload the relay cannot send is refused before anything moves.
+	if _, err := db.Exec(`ALTER TABLE public.ob ALTER payload TYPE xml USING '<a/>'`); err != nil {
+		t.Fatal(err)
+	}
+	err = MigrateV2(ctx, db, tb, V2Options{Shards: 8})
+	if err == nil || !strings.Contains(err.Error(), `payload column type "xml" is not supported (json, jsonb, text or bytea)`) || strings.Contains(err.Error(), "\n") {
+		t.Fatalf("upgrade of an xml payload = %v, want the refusal in one line", err)
+	}
+	if c, err := DetectContract(ctx, db, tb); err != nil || c.Version != ContractV1 {
+		t.Fatalf("after a refused upgrade the table is %+v, %v; want v1 untouched", c, err)
+	}
+	if _, err := db.Exec(`ALTER TABLE public.ob ALTER payload TYPE jsonb USING '{}'`); err != nil {
+		t.Fatal(err)
+	}
 
 	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 8}); err != nil {
 		t.Fatal(err)

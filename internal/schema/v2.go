@@ -135,7 +135,7 @@ const TickSnapshot = `(SELECT (pg_snapshot_xmin(c.s)::text || ':' || c.hi::text 
 
 // V2Statements is the DDL of a v2 table of n shards and its side tables, in the order
 // MigrateV2 runs it; every statement is idempotent.
-func V2Statements(t pgident.Table, n int) []string {
+func V2Statements(t pgident.Table, n int, e EventTypes) []string {
 	q := t.Qualified()
 	seq := t.WithSuffix(SeqSuffix).Qualified()
 	tick := t.WithSuffix(TickSuffix).Qualified()
@@ -158,8 +158,8 @@ func V2Statements(t pgident.Table, n int) []string {
     event_version      int         NOT NULL DEFAULT 1,
     destination        text        NOT NULL,
     message_key        text        NOT NULL,
-    payload            json        NOT NULL,
-    headers            json        NULL,
+    payload            ` + e.column(e.Payload) + `NOT NULL,
+    headers            ` + e.column(e.Headers) + `NULL,
     created_at         timestamptz NOT NULL DEFAULT now(),
     txid               xid8        NOT NULL DEFAULT ` + TxidDefault + `,
     seq                bigint      NOT NULL DEFAULT (` + SeqDefault(t) + `),
@@ -222,7 +222,7 @@ END$$`,
 		// the table, and its failure state.
 		`CREATE TABLE IF NOT EXISTS ` + hold + ` (
     event_id           text        PRIMARY KEY,
-` + eventCopyColumns + `    state              text        NOT NULL CHECK (state IN ('` + StatusRetry + `', '` + StatusDead + `', '` + StatusHeld + `')),
+` + eventCopyColumns(e) + `    state              text        NOT NULL CHECK (state IN ('` + StatusRetry + `', '` + StatusDead + `', '` + StatusHeld + `')),
     attempts           int         NOT NULL DEFAULT 0,
     next_attempt_at    timestamptz NOT NULL DEFAULT now(),
     last_error_code    text        NULL,
@@ -266,7 +266,7 @@ SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strco
 ON CONFLICT (shard) DO NOTHING`,
 		// Operators' per-event status in SQL (v2_view.go).
 		StatusViewDDL(t),
-	}, v2ArchiveStatements(t)...)
+	}, v2ArchiveStatements(t, e)...)
 }
 
 // reshardStatements change an empty v2 table's shard count to n: the generated column

@@ -35,12 +35,12 @@ WHERE attrelid = to_regclass($1) AND attname = 'shard' AND NOT attisdropped)`, a
 // history (v1's), and the index its DEAD hold retention scans. The archive is
 // written out column by column, not LIKE the outbox table: LIKE would copy seq's and
 // txid's defaults (a nextval of the outbox's sequence) and the generated shard.
-func v2ArchiveStatements(t pgident.Table) []string {
+func v2ArchiveStatements(t pgident.Table, e EventTypes) []string {
 	archive := t.WithSuffix(ArchiveSuffix).Qualified()
 	return []string{
 		`CREATE TABLE IF NOT EXISTS ` + archive + ` (
     event_id           text        NOT NULL,
-` + eventCopyColumns + `    state              text        NOT NULL CHECK (state IN ('` + ArchivePassed + `', '` + ArchiveDead + `')),
+` + eventCopyColumns(e) + `    state              text        NOT NULL CHECK (state IN ('` + ArchivePassed + `', '` + ArchiveDead + `')),
     attempts           int         NULL,
     last_error_code    text        NULL,
     last_error_message text        NULL,
@@ -58,18 +58,21 @@ func v2ArchiveStatements(t pgident.Table) []string {
 
 // eventCopyColumns are the columns of a copy of a v2 event after its event_id (the
 // producer's columns, created_at, and where it sat: txid, seq, shard), shared by the
-// hold table and the archive; each line ends with a comma.
-const eventCopyColumns = `    aggregate_type     text        NOT NULL,
+// hold table and the archive, with the outbox table's payload and headers types;
+// each line ends with a comma.
+func eventCopyColumns(e EventTypes) string {
+	return `    aggregate_type     text        NOT NULL,
     aggregate_id       text        NOT NULL,
     aggregate_version  bigint      NOT NULL,
     event_type         text        NOT NULL,
     event_version      int         NOT NULL,
     destination        text        NOT NULL,
     message_key        text        NOT NULL,
-    payload            json        NOT NULL,
-    headers            json        NULL,
+    payload            ` + e.column(e.Payload) + `NOT NULL,
+    headers            ` + e.column(e.Headers) + `NULL,
     created_at         timestamptz NOT NULL,
     txid               xid8        NOT NULL,
     seq                bigint      NOT NULL,
     shard              smallint    NOT NULL,
 `
+}
