@@ -114,7 +114,7 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 	case ContractNone:
 		stmts = V2Statements(t, n, NewTableEventTypes)
 	case ContractV1:
-		// The upgrade's DDL includes V2Statements, with the v1 table's types.
+		// The upgrade's DDL includes V2Statements, with the types of EventTypes.upgraded.
 		if err := startUpgrade(ctx, tx, t, n, opts.upgradeLockTimeout()); err != nil {
 			return fmt.Errorf("migrate %s: %w", t, err)
 		}
