@@ -94,7 +94,7 @@ func TestUpgradeKeepsThePayloadType(t *testing.T) {
 				t.Fatal(err)
 			}
 			if _, err := db.Exec(`INSERT INTO outbox_v2 (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-    destination, message_key, payload) VALUES ('k-v1', 'order', 'k', 1, 'order.changed', $1, 'k', ` + c.v1 + `)`, tp); err != nil {
+    destination, message_key, payload) VALUES ('k-v1', 'order', 'k', 1, 'order.changed', $1, 'k', `+c.v1+`)`, tp); err != nil {
 				t.Fatal(err)
 			}
 			if err := schema.MigrateV2(ctx, db, tb, schema.V2Options{Shards: shards}); err != nil {
@@ -112,7 +112,7 @@ WHERE c.relname IN ('outbox_v2', 'outbox_v2_hold', 'outbox_v2_archive') AND a.at
 				t.Fatalf("after the upgrade: %s\nwant %s", types, want)
 			}
 			if _, err := db.Exec(`INSERT INTO outbox_v2 (event_id, aggregate_type, aggregate_id, aggregate_version, event_type,
-    destination, message_key, payload) VALUES ('k-v2', 'order', 'k', 2, 'order.changed', $1, 'k', ` + c.v2 + `)`, tp); err != nil {
+    destination, message_key, payload) VALUES ('k-v2', 'order', 'k', 2, 'order.changed', $1, 'k', `+c.v2+`)`, tp); err != nil {
 				t.Fatalf("a producer's INSERT after the upgrade: %v", err)
 			}
 			start(t, dsn, "w1", opts{})
