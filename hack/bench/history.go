@@ -49,7 +49,7 @@ func (p *relayV2Peer) loadHistory(db *sql.DB, tag string, n int) error {
 		return err
 	}
 	defer st.Close()
-	tick, recorded, err := st.Tick(ctx, nil) // holds no shard: closes no window (the UPDATE below moves them)
+	tick, recorded, err := st.Tick(ctx, nil) // holds no shard: closes no window (the INSERT below moves them)
 	if err != nil {
 		return fmt.Errorf("history: %w", err)
 	}
@@ -57,7 +57,7 @@ func (p *relayV2Peer) loadHistory(db *sql.DB, tag string, n int) error {
 		return fmt.Errorf("history: no tick recorded after %d rows", n)
 	}
 	for _, q := range []string{
-		`UPDATE public.outbox_event_shard SET lo_tick = $1, hi_tick = NULL, pos = NULL`,
+		`INSERT INTO public.outbox_event_cursor (shard, lo_tick) SELECT shard, $1 FROM public.outbox_event_lease`,
 		`DELETE FROM public.outbox_event_tick WHERE tick < $1`,
 	} {
 		if _, err := db.ExecContext(ctx, q, tick); err != nil {

@@ -37,9 +37,9 @@ FROM generate_series(1, 20000) g`)
 			// straddled tick) or a read in parts (hi fixed at it, pos at the last row
 			// published) leaves, set directly for every shard.
 			if inParts {
-				f.exec(`UPDATE ob_shard SET lo_tick = $1, hi_tick = (SELECT max(tick) FROM ob_tick), pos = (SELECT max(seq) FROM ob)`, before)
+				f.exec(`INSERT INTO ob_cursor (shard, lo_tick, hi_tick, pos) SELECT shard, $1, (SELECT max(tick) FROM ob_tick), (SELECT max(seq) FROM ob) FROM ob_lease`, before)
 			} else {
-				f.exec(`UPDATE ob_shard SET lo_tick = (SELECT max(tick) FROM ob_tick)`)
+				f.exec(`INSERT INTO ob_cursor (shard, lo_tick) SELECT shard, (SELECT max(tick) FROM ob_tick) FROM ob_lease`)
 			}
 			if _, err := straddle.ExecContext(bg, `COMMIT`); err != nil {
 				t.Fatal(err)

@@ -295,10 +295,12 @@ func TestReadV2(t *testing.T) {
 
 	// A worker that stopped renewing: its shards' leases ended (the relay's own clock
 	// is the database's; the test moves lease_until instead of waiting a lease).
-	f.exec(`UPDATE ob_shard SET lease_until = now() - interval '1 second' WHERE shard < 3`)
+	f.exec(`UPDATE ob_lease SET owner = 'gone/1' WHERE shard < 3`)
+	f.exec(`INSERT INTO ob_token (token, lease_until) VALUES ('gone/1', now() - interval '1 second')`)
 	if s = f.stats(); s.ExpiredLeases != 3 {
 		t.Fatalf("expired leases: %+v", s)
 	}
+	f.exec(`UPDATE ob_lease SET owner = NULL WHERE owner = 'gone/1'`)
 	if err := f.st.ReleaseAll(bg, &f.leases); err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,7 @@ func TestCheckV2Decisions(t *testing.T) {
 	good := v2Facts{Contract: Contract{Version: ContractV2, Shards: 256}, Txid: "pg_current_xact_id()",
 		Seq:            `CASE WHEN (pg_current_xact_id() IS NOT NULL) THEN nextval('ob_seq'::regclass) ELSE NULL::bigint END`,
 		Shard:          `((hashtextextended(((aggregate_type || '/'::text) || aggregate_id), (0)::bigint) & (255)::bigint))::smallint`,
-		ShardGenerated: true, SeqName: "ob_seq", SeqCache: 1, BatchSeqs: true}
+		ShardGenerated: true, SeqName: "ob_seq", SeqCache: 1, BatchSeqs: true, CursorLog: true}
 	with := func(f func(*v2Facts)) v2Facts { g := good; f(&g); return g }
 	cases := []struct {
 		name   string
@@ -71,6 +71,7 @@ func TestCheckV2Decisions(t *testing.T) {
 		{"shard not generated", with(func(f *v2Facts) { f.ShardGenerated = false }), 0, "column shard is not"},
 		{"shard of another count", with(func(f *v2Facts) { f.Shard = strings.Replace(good.Shard, "255", "127", 1) }), 0, "column shard is not"},
 		{"batch log without seqs", with(func(f *v2Facts) { f.BatchSeqs = false }), 0, "has no seqs column"},
+		{"shard table of an earlier build", with(func(f *v2Facts) { f.CursorLog = false }), 0, "run `relayworker migrate`, which converts it"},
 		{"future txid", with(func(f *v2Facts) { f.FutureTxid, f.Xmax = "900", "800" }), 0, "txids from the future (900"},
 		{"future tick", with(func(f *v2Facts) { f.FutureTick, f.Xmax = "900", "800" }), 0, "ticks from the future"},
 	}

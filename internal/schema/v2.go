@@ -36,7 +36,10 @@ const (
 const (
 	SeqSuffix      = "_seq"      // the insert sequence (CACHE 1)
 	TickSuffix     = "_tick"     // one row per tick: a snapshot and the sequence around it
-	ShardSuffix    = "_shard"    // one row per shard: lease owner, cursor (lo_tick, hi_tick, pos)
+	ShardSuffix    = "_shard"    // a view, one row per shard: owner, lease_until, lo_tick, hi_tick, pos
+	LeaseSuffix    = "_lease"    // one row per shard: the token that holds it
+	TokenSuffix    = "_token"    // one row per lease token: until when its leases last
+	CursorSuffix   = "_cursor"   // the cursor log: one row per cursor move, insert-only
 	BatchSuffix    = "_batch"    // one row per published batch: the batch log
 	HoldSuffix     = "_hold"     // failed events and the newer versions held behind them
 	ContractSuffix = "_contract" // one row: contract version and shard count
@@ -139,11 +142,10 @@ func V2Statements(t pgident.Table, n int, e EventTypes) []string {
 	q := t.Qualified()
 	seq := t.WithSuffix(SeqSuffix).Qualified()
 	tick := t.WithSuffix(TickSuffix).Qualified()
-	shard := t.WithSuffix(ShardSuffix).Qualified()
 	hold := t.WithSuffix(HoldSuffix).Qualified()
 	batch := t.WithSuffix(BatchSuffix).Qualified()
 	contract := t.WithSuffix(ContractSuffix).Qualified()
-	return append([]string{
+	stmts := append([]string{
 		// CACHE 1: a per-session cache hands numbers out of insert order.
 		`CREATE SEQUENCE IF NOT EXISTS ` + seq + ` AS bigint CACHE 1`,
 		// The producers' columns of v1 (a plain INSERT of the first nine is a complete
@@ -183,16 +185,6 @@ func V2Statements(t pgident.Table, n int, e EventTypes) []string {
     seq_after  bigint      NOT NULL,
     at         timestamptz NOT NULL DEFAULT now()
 )`,
-		// fillfactor 50: the advance and the lease renewals are HOT updates (no
-		// indexed column changes), so they need free room on the page.
-		`CREATE TABLE IF NOT EXISTS ` + shard + ` (
-    shard       smallint    PRIMARY KEY,
-    owner       text        NULL,
-    lease_until timestamptz NULL,
-    lo_tick     bigint      NOT NULL,
-    hi_tick     bigint      NULL,
-    pos         bigint      NULL
-) WITH (fillfactor = 50)`,
 		// owner is the worker id; shards/last_seq/hi_tick are per shard advanced,
 		// partitions/offsets/seqs per event published, in the order they were published.
 		`CREATE TABLE IF NOT EXISTS ` + batch + ` (
@@ -261,17 +253,18 @@ SELECT 1, ts.snap, pg_snapshot_xmax(ts.snap),
        COALESCE(pg_sequence_last_value(` + pgident.QuoteLiteral(seq) + `), 0), COALESCE(pg_sequence_last_value(` + pgident.QuoteLiteral(seq) + `), 0)
 FROM (SELECT ` + TickSnapshot + ` AS snap) ts
 WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
-		`INSERT INTO ` + shard + ` (shard, lo_tick)
-SELECT g, (SELECT max(tick) FROM ` + tick + `) FROM generate_series(0, ` + strconv.Itoa(n-1) + `) g
-ON CONFLICT (shard) DO NOTHING`,
+		// The shards' leases and cursors (v2_shard.go), from the first tick on.
+	}, shardStateStatements(t, n)...)
+	stmts = append(stmts,
 		// Operators' per-event status in SQL (v2_view.go).
-		StatusViewDDL(t),
-	}, v2ArchiveStatements(t, e)...)
+		StatusViewDDL(t))
+	return append(stmts, v2ArchiveStatements(t, e)...)
 }
 
 // reshardStatements change an empty v2 table's shard count to n: the generated column
-// is rebuilt (dropping it drops the two shard indexes, which V2Statements recreate),
-// the shard rows above the new count go, and the contract row says n. MigrateV2 runs
+// is rebuilt (dropping it drops the two shard indexes, which V2Statements recreate)
+// and the contract row says n (V2Statements deletes the leases and cursors of shards
+// above it). MigrateV2 runs
 // them before V2Statements, and only after it checked, holding a lock that keeps
 // producers out, that the table and its hold table are empty.
 func reshardStatements(t pgident.Table, n int) []string {
@@ -281,7 +274,6 @@ func reshardStatements(t pgident.Table, n int) []string {
 		`DROP VIEW IF EXISTS ` + t.WithSuffix(StatusViewSuffix).Qualified(),
 		`ALTER TABLE ` + q + ` DROP COLUMN shard`,
 		`ALTER TABLE ` + q + ` ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS (` + ShardExpr(n) + `) STORED`,
-		`DELETE FROM ` + t.WithSuffix(ShardSuffix).Qualified() + ` WHERE shard >= ` + strconv.Itoa(n),
 		`UPDATE ` + t.WithSuffix(ContractSuffix).Qualified() + ` SET shards = ` + strconv.Itoa(n),
 	}
 }

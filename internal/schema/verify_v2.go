@@ -29,6 +29,9 @@ type v2Facts struct {
 	HasRows bool
 	// BatchSeqs: the batch log has its seqs column (added after the first v2 tables).
 	BatchSeqs bool
+	// CursorLog: the shards' state is the lease, token and cursor tables and the shard
+	// view (v2_shard.go), not the shard table updated in place of earlier builds.
+	CursorLog bool
 	// FutureTxid is the largest txid of a row at or above the server's next
 	// transaction id, FutureTick the largest tick snapshot's xmax above it; "" when
 	// none. Xmax is that next id.
@@ -56,7 +59,8 @@ func VerifyV2(ctx context.Context, db *sql.DB, t pgident.Table, shards int) (Con
 }
 
 // v2FactsSQL reads the column defaults, the sequence, whether the table has rows and
-// whether the batch log has seqs. $1 the table, $2 its sequence, $3 its batch log.
+// whether the batch log has seqs and the shards' state is a cursor log. $1 the table,
+// $2 its sequence, $3 its batch log.
 func v2FactsSQL(t pgident.Table) string {
 	expr := func(col string) string {
 		return `(SELECT pg_get_expr(d.adbin, d.adrelid) FROM pg_attrdef d
@@ -70,7 +74,11 @@ func v2FactsSQL(t pgident.Table) string {
        COALESCE(to_regclass($2)::text, ''),
        COALESCE((SELECT seqcache FROM pg_sequence WHERE seqrelid = to_regclass($2)), 0),
        EXISTS (SELECT FROM ` + t.Qualified() + `),
-       EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'seqs' AND NOT attisdropped)`
+       EXISTS (SELECT FROM pg_attribute WHERE attrelid = to_regclass($3) AND attname = 'seqs' AND NOT attisdropped),
+       EXISTS (SELECT FROM pg_class WHERE oid = to_regclass(` + pgident.QuoteLiteral(t.WithSuffix(ShardSuffix).Qualified()) + `) AND relkind = 'v')
+         AND to_regclass(` + pgident.QuoteLiteral(t.WithSuffix(CursorSuffix).Qualified()) + `) IS NOT NULL
+         AND to_regclass(` + pgident.QuoteLiteral(t.WithSuffix(LeaseSuffix).Qualified()) + `) IS NOT NULL
+         AND to_regclass(` + pgident.QuoteLiteral(t.WithSuffix(TokenSuffix).Qualified()) + `) IS NOT NULL`
 }
 
 // futureSQL finds txids from the future: the newest txid of each shard (one probe of
@@ -90,7 +98,7 @@ SELECT COALESCE((SELECT top::text FROM (
 
 func readV2Facts(ctx context.Context, db *sql.DB, t pgident.Table, f *v2Facts) error {
 	if err := db.QueryRowContext(ctx, v2FactsSQL(t), t.Qualified(), t.WithSuffix(SeqSuffix).Qualified(), t.WithSuffix(BatchSuffix).Qualified()).
-		Scan(&f.Txid, &f.Seq, &f.Shard, &f.ShardGenerated, &f.SeqName, &f.SeqCache, &f.HasRows, &f.BatchSeqs); err != nil {
+		Scan(&f.Txid, &f.Seq, &f.Shard, &f.ShardGenerated, &f.SeqName, &f.SeqCache, &f.HasRows, &f.BatchSeqs, &f.CursorLog); err != nil {
 		return fmt.Errorf("check table %s: %w", t, err)
 	}
 	if f.Contract.Shards < 1 || ValidShards(f.Contract.Shards) != nil {
@@ -131,6 +139,8 @@ func checkV2(t pgident.Table, f v2Facts, shards int) error {
 		return fmt.Errorf("outbox table %s: column shard is not the contract's generated column %s STORED (it is %q)", t, ShardExpr(c.Shards), f.Shard)
 	case !f.BatchSeqs:
 		return fmt.Errorf("outbox table %s: its batch log %s has no seqs column (made by an earlier migrate; run `relayworker migrate`, which adds it)", t, t.WithSuffix(BatchSuffix))
+	case !f.CursorLog:
+		return fmt.Errorf("outbox table %s: its shard state is the shard table of an earlier build, not the cursor log this build writes (run `relayworker migrate`, which converts it)", t)
 	case f.FutureTxid != "":
 		return fmt.Errorf("outbox table %s has txids from the future (%s, the server's next transaction id is %s): a logically restored database cannot be relayed by transaction id; start a new table and copy the events into it",
 			t, f.FutureTxid, f.Xmax)

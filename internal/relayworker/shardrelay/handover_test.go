@@ -119,7 +119,8 @@ func TestWorkersUnderTheirShareDoNotWakeEachOtherInALoop(t *testing.T) {
 	if _, err := db.Exec(`INSERT INTO outbox_v2_workers (worker_id) VALUES ('stopped')`); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := db.Exec(`UPDATE outbox_v2_shard SET owner = 'stopped/1', lease_until = now() + interval '1 hour'`); err != nil {
+	if _, err := db.Exec(`UPDATE outbox_v2_lease SET owner = 'stopped/1';
+INSERT INTO outbox_v2_token (token, lease_until) VALUES ('stopped/1', now() + interval '1 hour')`); err != nil {
 		t.Fatal(err)
 	}
 	l := pq.NewListener(dsn, 100*time.Millisecond, time.Second, nil)

@@ -54,7 +54,7 @@ func dueHoldsSQL(t pgident.Table) string {
 	return `SELECT h.shard, s.owner, h.seq, h.event_id, h.aggregate_type, h.aggregate_id, h.aggregate_version,
        h.event_type, h.event_version, h.destination, h.message_key, h.payload, h.headers, h.created_at,
        h.state, h.attempts, h.next_attempt_at, h.last_error_code, h.last_error_message, h.held_at, h.updated_at
-FROM ` + side(t, schema.ShardSuffix) + ` s
+FROM ` + side(t, schema.LeaseSuffix) + ` s
 JOIN ` + hold + ` h ON h.shard = s.shard AND h.` + schema.OpenHold + `
 WHERE s.owner = ANY ($1::text[])
   AND CASE WHEN h.state = '` + schema.StatusRetry + `' THEN h.next_attempt_at <= now()
@@ -97,7 +97,7 @@ func (s *Store) Settle(ctx context.Context, st []Settlement) (int, error) {
 // in seq order: a trace's only record of an event sent from the hold table.
 func settleSQL(t pgident.Table) string {
 	hold := side(t, schema.HoldSuffix)
-	sh := side(t, schema.ShardSuffix)
+	sh := side(t, schema.LeaseSuffix)
 	return `WITH u AS (
     SELECT * FROM unnest($1::text[], $2::text[], $3::bool[], $4::text[], $5::bool[], $6::bigint[], $7::text[], $8::text[],
                          $9::bool[], $10::int[], $11::bigint[])

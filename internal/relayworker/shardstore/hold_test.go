@@ -126,7 +126,7 @@ func TestSettleIsFencedByTheShardLease(t *testing.T) {
 		t.Fatalf("due rows of a token without shards: %+v, %v", other, err)
 	}
 	// a stalls: its leases run out, its heartbeat goes stale, and b takes every shard.
-	if _, err := f.db.Exec(`UPDATE ob_shard SET lease_until = now() - interval '1 second';
+	if _, err := f.db.Exec(`UPDATE ob_token SET lease_until = now() - interval '1 second';
 UPDATE ob_workers SET heartbeat_at = now() - interval '1 hour' WHERE worker_id = 'a'`); err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,11 @@
 // lease.go: shard leases. A worker heartbeats in the workers table (that is what
 // "live" means for the fair share), renews what it holds, gives up shards over its
 // share at a window boundary, and takes free or expired shards under a fresh token
-// per acquisition. One owner per shard is the column itself: shard.owner holds one
-// token, and every write a worker makes for a shard is fenced by it.
+// per acquisition. One owner per shard is the column itself: the lease row's owner
+// holds one token, and every write a worker makes for a shard is fenced by it. How
+// long a token's leases last is the token's row (schema.TokenSuffix): a renewal
+// writes one row per token, the shard rows are written only when a lease is taken or
+// given up.
 
 package shardstore
 
@@ -97,6 +100,9 @@ func (s *Store) Rebalance(ctx context.Context, l *Leases) (LeasePlan, error) {
 	if err := s.Renew(ctx, l); err != nil {
 		return LeasePlan{}, err
 	}
+	if err := s.SweepTokens(ctx); err != nil {
+		return LeasePlan{}, err
+	}
 	rows, live, err := s.LeaseState(ctx)
 	if err != nil {
 		return LeasePlan{}, err
@@ -141,8 +147,9 @@ func heartbeatSQL(t pgident.Table) string {
 ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now()`
 }
 
-// LeaseState reads every shard row and how many workers are live (heartbeat within
-// a lease).
+// LeaseState reads every shard (the shard view: owner, its token's lease, whether
+// the cursor is at a window boundary) and how many workers are live (heartbeat
+// within a lease).
 func (s *Store) LeaseState(ctx context.Context) ([]ShardLease, int, error) {
 	rows, err := s.db.QueryContext(ctx, leaseStateSQL(s.t), s.interval())
 	if err != nil {
@@ -197,15 +204,25 @@ func (s *Store) Acquire(ctx context.Context, l *Leases, n int) (int, error) {
 	return took, nil
 }
 
-// acquireSQL: $1 the fresh token, $2 the lease, $3 how many. The cursor columns
-// stay: the new owner goes on where the last one advanced to.
+// acquireSQL: $1 the fresh token, $2 the lease, $3 how many. A shard is free when it
+// has no owner or its owner's token has no lease left (or no row). The cursor log
+// stays: the new owner goes on where the last one advanced to. The token's row is
+// written only when a shard was taken.
 func acquireSQL(t pgident.Table) string {
-	sh := side(t, schema.ShardSuffix)
-	return `UPDATE ` + sh + ` s SET owner = $1, lease_until = now() + $2::interval
-FROM (SELECT shard FROM ` + sh + ` WHERE owner IS NULL OR lease_until < now()
-      ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED) f
-WHERE s.shard = f.shard AND (s.owner IS NULL OR s.lease_until < now())
-RETURNING s.shard`
+	lease := side(t, schema.LeaseSuffix)
+	return `WITH f AS (
+    SELECT l.shard FROM ` + lease + ` l LEFT JOIN ` + side(t, schema.TokenSuffix) + ` k ON k.token = l.owner
+    WHERE l.owner IS NULL OR k.lease_until IS NULL OR k.lease_until < now()
+    ORDER BY l.shard LIMIT $3
+    FOR UPDATE OF l SKIP LOCKED
+), took AS (
+    UPDATE ` + lease + ` l SET owner = $1 FROM f WHERE l.shard = f.shard
+    RETURNING l.shard
+), tok AS (
+    INSERT INTO ` + side(t, schema.TokenSuffix) + ` (token, lease_until)
+    SELECT $1, now() + $2::interval WHERE EXISTS (SELECT FROM took)
+)
+SELECT shard FROM took`
 }
 
 // Renew extends every lease l holds and drops from l the shards whose token no
@@ -240,11 +257,35 @@ func (s *Store) Renew(ctx context.Context, l *Leases) error {
 	return nil
 }
 
+// renewSQL: $1 shards and $2 tokens (parallel), $3 the lease. It returns the shards
+// still held under their token and extends those tokens' leases: one row per token.
+// An upsert, so a token whose row a sweep deleted (it had expired and held nothing
+// that round) counts again once it holds a shard.
 func renewSQL(t pgident.Table) string {
-	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lease_until = now() + $3::interval
-FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
-WHERE s.shard = u.shard AND s.owner = u.token
-RETURNING s.shard`
+	return `WITH kept AS (
+    SELECT l.shard, l.owner FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
+    JOIN ` + side(t, schema.LeaseSuffix) + ` l ON l.shard = u.shard AND l.owner = u.token
+), tok AS (
+    INSERT INTO ` + side(t, schema.TokenSuffix) + ` (token, lease_until)
+    SELECT DISTINCT owner, now() + $3::interval FROM kept
+    ON CONFLICT (token) DO UPDATE SET lease_until = EXCLUDED.lease_until
+)
+SELECT shard FROM kept`
+}
+
+// SweepTokens deletes the rows of tokens that hold no shard and whose leases ran
+// out (a released or taken-over acquisition's): the token table keeps one row per
+// live acquisition.
+func (s *Store) SweepTokens(ctx context.Context) error {
+	if _, err := s.db.ExecContext(ctx, sweepTokensSQL(s.t)); err != nil {
+		return fmt.Errorf("sweep lease tokens: %w", err)
+	}
+	return nil
+}
+
+func sweepTokensSQL(t pgident.Table) string {
+	return `DELETE FROM ` + side(t, schema.TokenSuffix) + ` k
+WHERE k.lease_until < now() AND NOT EXISTS (SELECT FROM ` + side(t, schema.LeaseSuffix) + ` l WHERE l.owner = k.token)`
 }
 
 // Release gives up shards (of l) that are at a window boundary and removes them from
@@ -261,10 +302,11 @@ func (s *Store) Release(ctx context.Context, l *Leases, shards []int16) ([]int16
 }
 
 func releaseSQL(t pgident.Table) string {
-	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET owner = NULL, lease_until = NULL
+	return `UPDATE ` + side(t, schema.LeaseSuffix) + ` l SET owner = NULL
 FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
-WHERE s.shard = u.shard AND s.owner = u.token AND s.pos IS NULL
-RETURNING s.shard`
+WHERE l.shard = u.shard AND l.owner = u.token
+  AND ` + schema.NewestCursor(t, "l.shard", "c.pos") + ` IS NULL
+RETURNING l.shard`
 }
 
 // ReleaseAll gives up every shard of l, mid-window or not (the cursor keeps pos and
@@ -283,10 +325,10 @@ func (s *Store) ReleaseAll(ctx context.Context, l *Leases) error {
 }
 
 func releaseAllSQL(t pgident.Table) string {
-	return `UPDATE ` + side(t, schema.ShardSuffix) + ` s SET owner = NULL, lease_until = NULL
+	return `UPDATE ` + side(t, schema.LeaseSuffix) + ` l SET owner = NULL
 FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
-WHERE s.shard = u.shard AND s.owner = u.token
-RETURNING s.shard`
+WHERE l.shard = u.shard AND l.owner = u.token
+RETURNING l.shard`
 }
 
 func leaveSQL(t pgident.Table) string {

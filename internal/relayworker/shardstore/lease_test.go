@@ -103,7 +103,7 @@ func TestShardsRebalanceAcross1To3To2Workers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.db.Exec(`UPDATE ob_shard SET lease_until = now() - interval '1 second' WHERE owner LIKE 'c/%';
+	if _, err := f.db.Exec(`UPDATE ob_token SET lease_until = now() - interval '1 second' WHERE token LIKE 'c/%';
 UPDATE ob_workers SET heartbeat_at = now() - interval '1 hour' WHERE worker_id = 'c'`); err != nil {
 		t.Fatal(err)
 	}
@@ -151,5 +151,14 @@ UPDATE ob_workers SET heartbeat_at = now() - interval '1 hour' WHERE worker_id =
 	checkOwners(t, f, true, a, b)
 	if b.leases.Len() != 64 {
 		t.Fatalf("after a left, b holds %d", b.leases.Len())
+	}
+
+	// The token table keeps a row per token that holds a shard: c's expired tokens,
+	// which hold nothing since the takeover, went at b's sweep. (a's tokens last until
+	// their lease runs out: a left cleanly a moment ago.)
+	var stray int
+	if err := f.db.QueryRow(`SELECT count(*) FROM ob_token k WHERE token LIKE 'c/%' OR
+    NOT EXISTS (SELECT FROM ob_lease l WHERE l.owner = k.token) AND token NOT LIKE 'a/%'`).Scan(&stray); err != nil || stray != 0 {
+		t.Fatalf("%d token rows of no shard (%v), want none", stray, err)
 	}
 }

@@ -85,7 +85,7 @@ func (s *Store) readRows(ctx context.Context, tokens []string, from int16, limit
 		var id, aggType, aggID, evType, dest, key sql.NullString
 		var evVersion sql.NullInt32
 		var created sql.NullTime
-		if err := rows.Scan(&e.Shard, &e.Token, &e.HiTick, &e.HiStamp, &seq, &id, &aggType, &aggID, &version, &evType, &evVersion,
+		if err := rows.Scan(&e.Shard, &e.Token, &e.LoTick, &e.HiTick, &e.HiStamp, &seq, &id, &aggType, &aggID, &version, &evType, &evVersion,
 			&dest, &key, &e.Payload, &e.Headers, &created, &nowUS, &e.Held); err != nil {
 			_ = s.dropReadConn()
 			return nil, fmt.Errorf("read %s: scan: %w", s.t, err)
@@ -148,7 +148,8 @@ const eventCols = `o.seq, o.event_id, o.aggregate_type, o.aggregate_id, o.aggreg
             o.event_version, o.destination, o.message_key, o.payload, o.headers, o.created_at`
 
 // readSQL is the window read for a table of n shards: $1 the tokens, $2 the batch
-// size, $3 the shard to start with.
+// size, $3 the shard to start with. A shard's cursor is its newest cursor log row
+// (schema.NewestCursor: one backward probe of the log's primary key).
 //
 // A shard's window is (lo, hi]: the transactions visible in tick hi's snapshot and
 // not in tick lo's. hi is fixed while a window is read in parts (pos = the last seq
@@ -175,17 +176,18 @@ func readSQL(t pgident.Table, n int) string {
 	ns := strconv.Itoa(n)
 	return `WITH nw AS (SELECT tick, snap, seq_after, at FROM ` + tick + ` ORDER BY tick DESC LIMIT 1),
 w AS (
-    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
+    SELECT l.shard, l.owner, c.pos, c.lo_tick, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
            COALESCE(fx.seq_after, nw.seq_after) AS hi_seq, ` + TickStamp(`COALESCE(fx.at, nw.at)`) + ` AS hi_stamp
-    FROM ` + side(t, schema.ShardSuffix) + ` s
-    JOIN ` + tick + ` lo ON lo.tick = s.lo_tick
-    LEFT JOIN ` + tick + ` fx ON fx.tick = s.hi_tick
+    FROM ` + side(t, schema.LeaseSuffix) + ` l
+    CROSS JOIN LATERAL ` + schema.NewestCursor(t, "l.shard", "c.lo_tick, c.hi_tick, c.pos") + ` c
+    JOIN ` + tick + ` lo ON lo.tick = c.lo_tick
+    LEFT JOIN ` + tick + ` fx ON fx.tick = c.hi_tick
     CROSS JOIN nw
-    WHERE s.owner = ANY ($1::text[])
-    ORDER BY (s.shard - $3::int + ` + ns + `) % ` + ns + `
+    WHERE l.owner = ANY ($1::text[])
+    ORDER BY (l.shard - $3::int + ` + ns + `) % ` + ns + `
 )
-SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+SELECT w.shard, w.owner, w.lo_tick, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
        e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM ` + hold + ` WHERE ` + schema.OpenHold + `))

@@ -67,6 +67,9 @@ type Store struct {
 	housekeptAt    atomic.Int64
 	housekeepEvery time.Duration
 	started        time.Time
+
+	trimMu  sync.Mutex      // guards trimmed
+	trimmed map[int16]int64 // per shard, the newest cursor id the last trim kept
 }
 
 // New checks the options; it does not touch the database.

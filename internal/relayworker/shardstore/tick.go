@@ -74,6 +74,9 @@ func (s *Store) Tick(ctx context.Context, tokens []string) (tick int64, recorded
 		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t)); err != nil {
 			return tick, recorded, fmt.Errorf("tick: trim: %w", err)
 		}
+		if err := s.trimCursors(ctx, tokens); err != nil {
+			return tick, recorded, fmt.Errorf("tick: trim the cursor log: %w", err)
+		}
 	}
 	return tick, recorded, nil
 }
@@ -186,7 +189,7 @@ RETURNING tick`
 // a crash only leaves a window or a tick for the next round. An advance that names a
 // tick the idle close moved a lo_tick to commits synchronously after it, as ever.
 //
-// closeIdleSQL moves lo_tick up to the newest tick for the shards held under the
+// closeIdleSQL moves the cursor's lo_tick up to the newest tick for the shards held under the
 // tokens $2 whose window (lo, newest] has no event and whose lo_tick is below $1;
 // only at a window boundary
 // (pos NULL). Emptiness is checked over the whole new range, so no event can be
@@ -202,36 +205,96 @@ RETURNING tick`
 // the table (37 ms per call at 115,000 rows, 0.7 of a core at 5,000 events/s: the
 // bench's p99 rose from 45 to 150 ms within one run).
 //
-// It never waits for a shard row (FOR UPDATE SKIP LOCKED): a row locked by its
-// owner's advance is not idle anyway. A plain UPDATE here, taking its rows in another
-// order than an advance that updates several, deadlocked with it: PostgreSQL found
-// the cycle only after deadlock_timeout (1 s by default) and aborted one of the two,
-// and every worker stood still for that second (the bench's p99 of 1.0-1.5 s at 1,000
-// and 5,000 events/s). The lock is taken after the conditions were checked, and
-// PostgreSQL checks them again on a row's newest version (READ COMMITTED): a shard
-// whose window its owner moved meanwhile no longer matches and is left alone.
+// It closes a window by inserting the shard's next cursor, under the lease row's lock
+// with one of the worker's tokens in it (rechecked on the row's newest version, so a
+// shard taken over meanwhile is left alone); the only other writer of the shard's
+// cursor is the same worker's advance, which runs in the same loop, one after the
+// other. It never waits for a lease row (SKIP LOCKED): a row locked by an advance is
+// not idle anyway. Waiting, taking its rows in another order than an advance that
+// locks several, it deadlocked with it: PostgreSQL found the cycle only after
+// deadlock_timeout (1 s by default) and aborted one of the two, and every worker
+// stood still for that second (the bench's p99 of 1.0-1.5 s at 1,000 and 5,000
+// events/s, when both updated the shard rows in place).
 func closeIdleSQL(t pgident.Table) string {
 	tick := side(t, schema.TickSuffix)
 	return `WITH nw AS (SELECT tick, snap, seq_after FROM ` + tick + ` ORDER BY tick DESC LIMIT 1),
 durability AS (SELECT set_config('synchronous_commit', 'off', true) AS v),
 idle AS (
-  SELECT s.shard, nw.tick FROM ` + side(t, schema.ShardSuffix) + ` s, nw, durability, ` + tick + ` lo
-  WHERE lo.tick = s.lo_tick AND s.lo_tick < $1 AND s.owner = ANY ($2::text[]) AND s.pos IS NULL AND s.hi_tick IS NULL
+  SELECT l.shard, nw.tick FROM ` + side(t, schema.LeaseSuffix) + ` l
+  CROSS JOIN LATERAL ` + schema.NewestCursor(t, "l.shard", "c.lo_tick, c.hi_tick, c.pos") + ` c
+  JOIN ` + tick + ` lo ON lo.tick = c.lo_tick
+  CROSS JOIN nw CROSS JOIN durability
+  WHERE c.lo_tick < $1 AND l.owner = ANY ($2::text[]) AND c.pos IS NULL AND c.hi_tick IS NULL
     AND NOT EXISTS (SELECT FROM pg_snapshot_xip(lo.snap) AS en(id)
                     WHERE pg_visible_in_snapshot(en.id, nw.snap)
                       AND EXISTS (SELECT FROM ` + t.Qualified() + ` o
-                                  WHERE o.shard = s.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
+                                  WHERE o.shard = l.shard AND o.txid = en.id AND o.seq + 0 <= lo.seq_before OFFSET 0))
     AND NOT EXISTS (SELECT FROM ` + t.Qualified() + ` o
-                    WHERE o.shard = s.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
+                    WHERE o.shard = l.shard AND o.seq > lo.seq_before AND o.seq <= nw.seq_after
                       AND pg_visible_in_snapshot(o.txid, nw.snap) AND NOT pg_visible_in_snapshot(o.txid, lo.snap) OFFSET 0)
-  FOR UPDATE OF s SKIP LOCKED
+  ORDER BY l.shard
+  FOR NO KEY UPDATE OF l SKIP LOCKED
 )
-UPDATE ` + side(t, schema.ShardSuffix) + ` s SET lo_tick = idle.tick
-FROM idle WHERE s.shard = idle.shard`
+INSERT INTO ` + side(t, schema.CursorSuffix) + ` (shard, lo_tick)
+SELECT shard, tick FROM idle ORDER BY shard`
 }
 
-// trimTicksSQL deletes the ticks no window starts at or after any more.
+// trimTicksSQL deletes the ticks no window starts at or after any more (the shard
+// view's lo_tick: each shard's newest cursor).
 func trimTicksSQL(t pgident.Table) string {
 	return `DELETE FROM ` + side(t, schema.TickSuffix) + ` WHERE tick < (SELECT min(lo_tick) FROM ` + side(t, schema.ShardSuffix) + `)
   AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
+}
+
+// trimCursors deletes the cursor log rows of the shards held under tokens that are
+// older than each shard's newest (its cursor), and remembers where it stopped. A
+// shard's ids ascend in commit order (its writers hold the lease row's lock when they
+// draw one), so every row below the newest one the last trim kept was deleted by that
+// trim: each trim deletes from there on. From a shard's first row instead, it walked
+// every row deleted before, and while a transaction elsewhere in the cluster stays
+// open none of them can be pruned (hundreds of thousands after ten minutes at 1,000
+// events/s).
+func (s *Store) trimCursors(ctx context.Context, tokens []string) error {
+	s.trimMu.Lock()
+	defer s.trimMu.Unlock()
+	shards, floors := make([]int64, 0, len(s.trimmed)), make([]int64, 0, len(s.trimmed))
+	for sh, id := range s.trimmed {
+		shards, floors = append(shards, int64(sh)), append(floors, id)
+	}
+	rows, err := s.db.QueryContext(ctx, trimCursorsSQL(s.t), pq.Array(tokens), pq.Array(shards), pq.Array(floors))
+	if err != nil {
+		return err
+	}
+	defer rows.Close()
+	for rows.Next() {
+		var sh int16
+		var newest int64
+		if err := rows.Scan(&sh, &newest); err != nil {
+			return err
+		}
+		if s.trimmed == nil {
+			s.trimmed = map[int16]int64{}
+		}
+		s.trimmed[sh] = newest
+	}
+	return rows.Err()
+}
+
+// trimCursorsSQL: $1 the tokens, $2 shards and $3 the newest id the last trim kept
+// for each (parallel; a shard not in them starts from 0). It returns each held
+// shard's newest id. Committed asynchronously, as the tick trim: a trim lost in a
+// crash leaves rows for the next.
+func trimCursorsSQL(t pgident.Table) string {
+	cursor := side(t, schema.CursorSuffix)
+	return `WITH n AS (
+    SELECT l.shard, COALESCE(f.floor, 0) AS floor, ` + schema.NewestCursor(t, "l.shard", "c.id") + ` AS newest
+    FROM ` + side(t, schema.LeaseSuffix) + ` l
+    LEFT JOIN unnest($2::smallint[], $3::bigint[]) AS f(shard, floor) ON f.shard = l.shard
+    WHERE l.owner = ANY ($1::text[])
+), gone AS (
+    DELETE FROM ` + cursor + ` c USING n
+    WHERE c.shard = n.shard AND c.id >= n.floor AND c.id < n.newest
+      AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+)
+SELECT shard, newest FROM n WHERE newest IS NOT NULL`
 }

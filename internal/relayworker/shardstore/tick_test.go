@@ -122,7 +122,7 @@ ORDER BY shard LIMIT 1`).Scan(&held); err != nil {
 	}
 	tx := begin(t, f.db)
 	defer tx.Rollback() //nolint:errcheck // committed below
-	if _, err := tx.ExecContext(ctx, `UPDATE ob_shard SET lease_until = lease_until WHERE shard = $1`, held); err != nil {
+	if _, err := tx.ExecContext(ctx, `UPDATE ob_lease SET owner = owner WHERE shard = $1`, held); err != nil {
 		t.Fatal(err)
 	}
 
@@ -232,4 +232,40 @@ func TestIdleWorkerThatRecordsNoTickClosesItsWindows(t *testing.T) {
 		t.Fatalf("after %d ticks recorded by the busy worker: %d ticks kept, %d of the idle worker's windows more than %d behind",
 			3*IdleTicks, ticks, behind, 2*IdleTicks)
 	}
+}
+
+// Housekeeping trims the cursor log of the worker's shards to each shard's newest row
+// (its cursor), and a later trim deletes what came since the last one kept (where it
+// stopped, not from the shard's first row).
+func TestHousekeepingTrimsTheCursorLog(t *testing.T) {
+	f := newFixture(t, 4)
+	w := f.worker("w")
+	w.rebalance()
+	perShard := func() (most, rows int) {
+		t.Helper()
+		if err := f.db.QueryRow(`SELECT COALESCE(max(n), 0), COALESCE(sum(n), 0) FROM (SELECT count(*) AS n FROM ob_cursor GROUP BY shard) c`).Scan(&most, &rows); err != nil {
+			t.Fatal(err)
+		}
+		return most, rows
+	}
+	for round := range 3 {
+		for i := range 40 {
+			f.insert(f.db, fmt.Sprintf("r%d-e%02d", round, i), fmt.Sprintf("a%d", i%8), round*5+i/8+1)
+		}
+		w.drain(3) // a dozen advances or more
+		if most, _ := perShard(); most < 2 {
+			t.Fatalf("round %d: at most %d cursor rows per shard before the trim; the test needs more", round, most)
+		}
+		w.st.housekept.Store(-IdleTicks) // due at the next tick
+		if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
+			t.Fatal(err)
+		}
+		if most, rows := perShard(); most != 1 || rows != 4 {
+			t.Fatalf("round %d: after the trim %d cursor rows, at most %d per shard; want one per shard", round, rows, most)
+		}
+		if len(w.st.trimmed) != 4 {
+			t.Fatalf("round %d: the trim remembered %d shards, want 4", round, len(w.st.trimmed))
+		}
+	}
+	f.checkDelivery(w.published)
 }

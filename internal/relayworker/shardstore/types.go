@@ -19,6 +19,9 @@ type Event struct {
 	Shard int16
 	// Seq is the insert sequence number: the order within a shard's window.
 	Seq int64
+	// LoTick is where the shard's window starts: the advance of a window read in
+	// parts keeps it.
+	LoTick int64
 	// HiTick is the tick the shard's window was read against, and HiStamp that tick's
 	// identity (TickStamp): the advance moves the cursor only while the tick of that
 	// number is still the one read under.
@@ -44,14 +47,15 @@ func (e *Event) Key() AggregateKey { return AggregateKey{e.AggregateType, e.Aggr
 type Window struct {
 	Shard   int16
 	Token   string
+	LoTick  int64 // where the window starts
 	HiTick  int64
 	HiStamp int64 // HiTick's identity (TickStamp)
 	// Last is the seq of the shard's last event in the batch (0: none, only the
 	// sentinel that closes a window read in parts).
 	Last int64
-	// Done: the window was read to its end, so the advance closes it (lo_tick =
-	// HiTick, pos NULL); otherwise the next read continues after Last against the
-	// same HiTick.
+	// Done: the window was read to its end, so the advance closes it (its new cursor:
+	// lo_tick = HiTick, pos NULL); otherwise the next read continues after Last
+	// against the same HiTick (lo_tick = LoTick, hi_tick = HiTick, pos = Last).
 	Done bool
 	// Events is how many of the batch's events are the shard's.
 	Events int

@@ -235,16 +235,22 @@ func TestDrainWritesNothingToTheOutboxTable(t *testing.T) {
 	if _, err := f.db.Exec(`SELECT pg_stat_force_next_flush()`); err != nil && !strings.Contains(err.Error(), "does not exist") {
 		t.Fatal(err) // PostgreSQL 15+; 13 and 14 flush within a poll
 	}
-	var ins, updDel, shardUpd int64
+	var ins, updDel, cursorIns, leaseUpd int64
 	eventually(t, 30*time.Second, "statistics flushed", func() bool {
-		if err := f.db.QueryRow(`SELECT o.n_tup_ins, o.n_tup_upd + o.n_tup_del, s.n_tup_upd
-FROM pg_stat_user_tables o, pg_stat_user_tables s WHERE o.relname = 'ob' AND s.relname = 'ob_shard'`).Scan(&ins, &updDel, &shardUpd); err != nil {
+		if err := f.db.QueryRow(`SELECT o.n_tup_ins, o.n_tup_upd + o.n_tup_del, c.n_tup_ins, l.n_tup_upd
+FROM pg_stat_user_tables o, pg_stat_user_tables c, pg_stat_user_tables l
+WHERE o.relname = 'ob' AND c.relname = 'ob_cursor' AND l.relname = 'ob_lease'`).Scan(&ins, &updDel, &cursorIns, &leaseUpd); err != nil {
 			t.Fatal(err)
 		}
-		return ins == n && shardUpd > 0
+		return ins == n && cursorIns > 256
 	})
 	if updDel != 0 {
 		t.Fatalf("outbox table n_tup_upd + n_tup_del = %d after the drain, want 0", updDel)
+	}
+	// The lease rows change only when a lease is taken or given up (a's 256, its 128
+	// given to b, b's 128), never per batch: the advances inserted cursor rows.
+	if leaseUpd > 512 {
+		t.Fatalf("lease table n_tup_upd = %d after the drain, want at most 512 (no update per batch)", leaseUpd)
 	}
 }
 

@@ -19,7 +19,7 @@ func windows(rows []Event, limit int) ([]Window, error) {
 				return nil, fmt.Errorf("the rows of shard %d are not together", r.Shard)
 			}
 			seen[r.Shard] = true
-			ws = append(ws, Window{Shard: r.Shard, Token: r.Token, HiTick: r.HiTick, HiStamp: r.HiStamp})
+			ws = append(ws, Window{Shard: r.Shard, Token: r.Token, LoTick: r.LoTick, HiTick: r.HiTick, HiStamp: r.HiStamp})
 		}
 		w := &ws[len(ws)-1]
 		switch {
@@ -29,7 +29,7 @@ func windows(rows []Event, limit int) ([]Window, error) {
 			w.Done = true
 		case r.Seq <= w.Last:
 			return nil, fmt.Errorf("shard %d: seq %d after %d", r.Shard, r.Seq, w.Last)
-		case r.HiTick != w.HiTick || r.HiStamp != w.HiStamp || r.Token != w.Token:
+		case r.LoTick != w.LoTick || r.HiTick != w.HiTick || r.HiStamp != w.HiStamp || r.Token != w.Token:
 			return nil, fmt.Errorf("shard %d: rows of two windows", r.Shard)
 		default:
 			w.Last = r.Seq

@@ -35,15 +35,6 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_tick" (
     at         timestamptz NOT NULL DEFAULT now()
 );
 
-CREATE TABLE IF NOT EXISTS "public"."outbox_event_shard" (
-    shard       smallint    PRIMARY KEY,
-    owner       text        NULL,
-    lease_until timestamptz NULL,
-    lo_tick     bigint      NOT NULL,
-    hi_tick     bigint      NULL,
-    pos         bigint      NULL
-) WITH (fillfactor = 50);
-
 CREATE TABLE IF NOT EXISTS "public"."outbox_event_batch" (
     batch      bigint      GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
     owner      text        NOT NULL,
@@ -140,9 +131,57 @@ FROM (SELECT (SELECT (pg_snapshot_xmin(c.s)::text || ':' || c.hi::text || ':' ||
               GREATEST(pg_snapshot_xmax(pg_current_snapshot()), pg_current_xact_id()) AS hi) c) AS snap) ts
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_tick");
 
-INSERT INTO "public"."outbox_event_shard" (shard, lo_tick)
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_lease" (
+    shard smallint PRIMARY KEY,
+    owner text     NULL
+);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_token" (
+    token       text        PRIMARY KEY,
+    lease_until timestamptz NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS "public"."outbox_event_cursor" (
+    shard   smallint    NOT NULL,
+    id      bigint      GENERATED ALWAYS AS IDENTITY,
+    lo_tick bigint      NOT NULL,
+    hi_tick bigint      NULL,
+    pos     bigint      NULL,
+    at      timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (shard, id)
+);
+
+DO $$BEGIN
+    IF EXISTS (SELECT FROM pg_class WHERE oid = to_regclass('"public"."outbox_event_shard"') AND relkind = 'r') THEN
+        LOCK TABLE "public"."outbox_event_shard" IN ACCESS EXCLUSIVE MODE;
+        DROP VIEW IF EXISTS "public"."outbox_event_status";
+        INSERT INTO "public"."outbox_event_lease" (shard, owner)
+            SELECT shard, owner FROM "public"."outbox_event_shard" ON CONFLICT (shard) DO NOTHING;
+        INSERT INTO "public"."outbox_event_token" (token, lease_until)
+            SELECT owner, max(lease_until) FROM "public"."outbox_event_shard"
+            WHERE owner IS NOT NULL AND lease_until IS NOT NULL GROUP BY owner ON CONFLICT (token) DO NOTHING;
+        INSERT INTO "public"."outbox_event_cursor" (shard, lo_tick, hi_tick, pos)
+            SELECT shard, lo_tick, hi_tick, pos FROM "public"."outbox_event_shard" ORDER BY shard;
+        DROP TABLE "public"."outbox_event_shard";
+    END IF;
+END$$;
+
+DELETE FROM "public"."outbox_event_lease" WHERE shard > 255;
+
+DELETE FROM "public"."outbox_event_cursor" WHERE shard > 255;
+
+INSERT INTO "public"."outbox_event_lease" (shard) SELECT g FROM generate_series(0, 255) g ON CONFLICT (shard) DO NOTHING;
+
+INSERT INTO "public"."outbox_event_cursor" (shard, lo_tick)
 SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
-ON CONFLICT (shard) DO NOTHING;
+WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_cursor" c WHERE c.shard = g);
+
+CREATE OR REPLACE VIEW "public"."outbox_event_shard" AS
+SELECT l.shard, l.owner, k.lease_until, c.lo_tick, c.hi_tick, c.pos
+FROM "public"."outbox_event_lease" l
+LEFT JOIN "public"."outbox_event_token" k ON k.token = l.owner
+CROSS JOIN LATERAL (SELECT c.lo_tick, c.hi_tick, c.pos FROM "public"."outbox_event_cursor" c
+      WHERE c.shard = l.shard ORDER BY c.id DESC LIMIT 1) c;
 
 CREATE OR REPLACE VIEW "public"."outbox_event_status" AS
 SELECT o.event_id, o.aggregate_type, o.aggregate_id, o.aggregate_version, o.event_type, o.destination,

@@ -2,5 +2,4 @@
 DROP VIEW IF EXISTS "public"."outbox_event_status";
 ALTER TABLE "public"."outbox_event" DROP COLUMN shard;
 ALTER TABLE "public"."outbox_event" ADD COLUMN shard smallint NOT NULL GENERATED ALWAYS AS ((hashtextextended(aggregate_type || '/' || aggregate_id, 0) & 63)::smallint) STORED;
-DELETE FROM "public"."outbox_event_shard" WHERE shard >= 64;
 UPDATE "public"."outbox_event_contract" SET shards = 64;

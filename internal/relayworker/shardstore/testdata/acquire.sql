@@ -1,6 +1,14 @@
 -- Acquire: $1 fresh token, $2 lease, $3 how many
-UPDATE "public"."outbox_event_shard" s SET owner = $1, lease_until = now() + $2::interval
-FROM (SELECT shard FROM "public"."outbox_event_shard" WHERE owner IS NULL OR lease_until < now()
-      ORDER BY shard LIMIT $3 FOR UPDATE SKIP LOCKED) f
-WHERE s.shard = f.shard AND (s.owner IS NULL OR s.lease_until < now())
-RETURNING s.shard
+WITH f AS (
+    SELECT l.shard FROM "public"."outbox_event_lease" l LEFT JOIN "public"."outbox_event_token" k ON k.token = l.owner
+    WHERE l.owner IS NULL OR k.lease_until IS NULL OR k.lease_until < now()
+    ORDER BY l.shard LIMIT $3
+    FOR UPDATE OF l SKIP LOCKED
+), took AS (
+    UPDATE "public"."outbox_event_lease" l SET owner = $1 FROM f WHERE l.shard = f.shard
+    RETURNING l.shard
+), tok AS (
+    INSERT INTO "public"."outbox_event_token" (token, lease_until)
+    SELECT $1, now() + $2::interval WHERE EXISTS (SELECT FROM took)
+)
+SELECT shard FROM took

@@ -1,17 +1,19 @@
 -- Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard
 WITH nw AS (SELECT tick, snap, seq_after, at FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
 w AS (
-    SELECT s.shard, s.owner, s.pos, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
+    SELECT l.shard, l.owner, c.pos, c.lo_tick, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
            COALESCE(fx.tick, nw.tick) AS hi_tick, COALESCE(fx.snap, nw.snap) AS hi_snap,
            COALESCE(fx.seq_after, nw.seq_after) AS hi_seq, (extract(epoch FROM COALESCE(fx.at, nw.at)) * 1000000)::bigint AS hi_stamp
-    FROM "public"."outbox_event_shard" s
-    JOIN "public"."outbox_event_tick" lo ON lo.tick = s.lo_tick
-    LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = s.hi_tick
+    FROM "public"."outbox_event_lease" l
+    CROSS JOIN LATERAL (SELECT c.lo_tick, c.hi_tick, c.pos FROM "public"."outbox_event_cursor" c
+      WHERE c.shard = l.shard ORDER BY c.id DESC LIMIT 1) c
+    JOIN "public"."outbox_event_tick" lo ON lo.tick = c.lo_tick
+    LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = c.hi_tick
     CROSS JOIN nw
-    WHERE s.owner = ANY ($1::text[])
-    ORDER BY (s.shard - $3::int + 256) % 256
+    WHERE l.owner = ANY ($1::text[])
+    ORDER BY (l.shard - $3::int + 256) % 256
 )
-SELECT w.shard, w.owner, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
+SELECT w.shard, w.owner, w.lo_tick, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
        (SELECT (extract(epoch FROM now()) * 1e6)::bigint),
        e.seq IS NOT NULL AND (SELECT EXISTS (SELECT FROM "public"."outbox_event_hold" WHERE state IN ('RETRY', 'HELD')))

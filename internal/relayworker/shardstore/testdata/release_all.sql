@@ -1,5 +1,5 @@
 -- ReleaseAll: $1 shards, $2 their tokens
-UPDATE "public"."outbox_event_shard" s SET owner = NULL, lease_until = NULL
+UPDATE "public"."outbox_event_lease" l SET owner = NULL
 FROM unnest($1::smallint[], $2::text[]) AS u(shard, token)
-WHERE s.shard = u.shard AND s.owner = u.token
-RETURNING s.shard
+WHERE l.shard = u.shard AND l.owner = u.token
+RETURNING l.shard

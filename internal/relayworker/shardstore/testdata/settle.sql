@@ -4,7 +4,7 @@ WITH u AS (
                          $9::bool[], $10::int[], $11::bigint[])
         AS u(event_id, token, del, state, counted, delay_ms, code, message, logged, kpart, koff)
 ), gone AS (
-    DELETE FROM "public"."outbox_event_hold" h USING u, "public"."outbox_event_shard" s
+    DELETE FROM "public"."outbox_event_hold" h USING u, "public"."outbox_event_lease" s
     WHERE h.event_id = u.event_id AND u.del AND s.shard = h.shard AND s.owner = u.token
     RETURNING h.seq, u.logged, u.kpart, u.koff
 ), log AS (
@@ -19,7 +19,7 @@ WITH u AS (
         next_attempt_at = now() + u.delay_ms * interval '1 millisecond',
         last_error_code = NULLIF(u.code, ''), last_error_message = NULLIF(u.message, ''),
         updated_at = now()
-    FROM u, "public"."outbox_event_shard" s
+    FROM u, "public"."outbox_event_lease" s
     WHERE h.event_id = u.event_id AND NOT u.del AND s.shard = h.shard AND s.owner = u.token
     RETURNING 1
 )
