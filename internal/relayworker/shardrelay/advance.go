@@ -92,7 +92,6 @@ func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
 
 	c, cancel := context.WithTimeout(context.Background(), markTimeout)
 	defer cancel()
-	start := time.Now()
 	out, err := r.st.Advance(c, adv)
 	if err != nil {
 		// Published but not advanced: the events are read and published again (a
@@ -102,8 +101,7 @@ func (r *Relay) advance(bp *batchPart, down bool) (holds bool, err error) {
 	}
 	moved := map[int16]bool{}
 	for _, sh := range out.Shards {
-		moved[sh] = true
-		r.renewed[sh] = start
+		moved[sh] = true // not renewed: leases are renewed per token, by the lease round
 	}
 	if len(out.Stale) > 0 {
 		// The tick the batch was read under is gone (a PostgreSQL crash lost it and a
