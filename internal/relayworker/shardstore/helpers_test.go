@@ -210,7 +210,9 @@ func (w *worker) drain(limit int) {
 		if _, _, any := w.batch(limit); any {
 			continue
 		}
-		if _, rec, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
+		_, rec, err := w.st.Tick(ctx, w.leases.Tokens())
+		w.st.background.Wait() // the trims Tick started, so the test sees what they left
+		if err != nil {
 			w.f.t.Fatal(err)
 		} else if !rec {
 			return

@@ -70,6 +70,12 @@ type Store struct {
 
 	trimMu  sync.Mutex      // guards trimmed
 	trimmed map[int16]int64 // per shard, the newest cursor id the last trim kept
+
+	// The trims run beside the loop (Tick, startTrim): one at a time, waited for by
+	// Close; a failure is returned by the next Tick.
+	background sync.WaitGroup
+	trimming   atomic.Bool
+	trimFailed atomic.Pointer[error]
 }
 
 // New checks the options; it does not touch the database.
@@ -93,6 +99,7 @@ func New(db *sql.DB, o Options) (*Store, error) {
 // Close releases the read connection and the prepared statements (the pool is the
 // caller's).
 func (s *Store) Close() error {
+	s.background.Wait()
 	s.mu.Lock()
 	err := s.dropReadConn()
 	s.mu.Unlock()

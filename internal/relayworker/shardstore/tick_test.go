@@ -260,6 +260,7 @@ func TestHousekeepingTrimsTheCursorLog(t *testing.T) {
 		if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
 			t.Fatal(err)
 		}
+		w.st.background.Wait() // the trims run beside the loop
 		if most, rows := perShard(); most != 1 || rows != 4 {
 			t.Fatalf("round %d: after the trim %d cursor rows, at most %d per shard; want one per shard", round, rows, most)
 		}
