@@ -50,20 +50,7 @@ FROM generate_series(1, 100000) g`); err != nil {
 		t.Fatal(err)
 	}
 
-	conn, err := f.db.Conn(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer conn.Close()
-	for _, q := range ReadSettings {
-		if _, err := conn.ExecContext(ctx, q); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := conn.ExecContext(ctx, `PREPARE rd(text[], int, int) AS `+readSQL(f.tb, f.n)); err != nil {
-		t.Fatal(err)
-	}
-	tokens := "ARRAY['" + strings.Join(w.leases.Tokens(), "','") + "']"
+	conn, tokens := preparedRead(t, f, w)
 	plans := map[string]string{
 		"read":       `EXPLAIN (ANALYZE) EXECUTE rd(` + tokens + `, 500, 0)`,
 		"idle close": `EXPLAIN (ANALYZE) ` + strings.NewReplacer("$1", "1000000", "$2::text[]", tokens).Replace(closeIdleSQL(f.tb)),
@@ -85,6 +72,54 @@ FROM generate_series(1, 100000) g`); err != nil {
 }
 
 // explain returns q's plan as text.
+// preparedRead is a connection set up as the read connection (ReadSettings) with the
+// read prepared as rd($1 tokens, $2 batch size, $3 first shard), and w's tokens as an
+// SQL array literal.
+func preparedRead(t *testing.T, f *fixture, w *worker) (*sql.Conn, string) {
+	t.Helper()
+	conn, err := f.db.Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	for _, q := range ReadSettings {
+		if _, err := conn.ExecContext(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := conn.ExecContext(ctx, `PREPARE rd(text[], int, int) AS `+readSQL(f.tb, f.n)); err != nil {
+		t.Fatal(err)
+	}
+	return conn, "ARRAY['" + strings.Join(w.leases.Tokens(), "','") + "']"
+}
+
+// The read's generic plan is made at the connection's first read, when the cursor log
+// may hold one row per shard (and statistics that say so); the log then grows between
+// trims, and while a long transaction elsewhere keeps what the trims deleted. With
+// ReadSettings the plan probes each shard's newest cursor row by the log's primary
+// key: at the default random_page_cost it scanned the log once per shard, and every
+// read cost the log's size times the shards held (the drain's reads: 3.5 -> 9.2 ms).
+func TestReadProbesTheCursorLogByItsKeyAfterItGrew(t *testing.T) {
+	f := newFixture(t, 256)
+	w := f.worker("w")
+	w.rebalance()
+	// As after the bench's bulk load: statistics that say one row per shard.
+	if _, err := f.db.Exec(`VACUUM ANALYZE ob_cursor, ob_lease, ob_tick`); err != nil {
+		t.Fatal(err)
+	}
+	conn, tokens := preparedRead(t, f, w)
+	if _, err := conn.ExecContext(ctx, `EXECUTE rd(`+tokens+`, 500, 0)`); err != nil { // the generic plan is made now
+		t.Fatal(err)
+	}
+	if _, err := f.db.Exec(`INSERT INTO ob_cursor (shard, lo_tick) SELECT g % 256, 1 FROM generate_series(1, 100000) g`); err != nil {
+		t.Fatal(err)
+	}
+	plan := explain(t, conn, `EXPLAIN EXECUTE rd(`+tokens+`, 500, 0)`)
+	if !strings.Contains(plan, "Index Scan Backward using ob_cursor_pkey on ob_cursor") || strings.Contains(plan, "Seq Scan on ob_cursor") {
+		t.Fatalf("the read does not probe the cursor log by its primary key:\n%s", plan)
+	}
+}
+
 func explain(t *testing.T, conn *sql.Conn, q string) string {
 	t.Helper()
 	rows, err := conn.QueryContext(ctx, q)
