@@ -218,10 +218,9 @@ RETURNING tick`
 // a crash only leaves a window or a tick for the next round. An advance that names a
 // tick the idle close moved a lo_tick to commits synchronously after it, as ever.
 //
-// closeIdleSQL moves the cursor's lo_tick up to the newest tick for the shards held under the
-// tokens $2 whose window (lo, newest] has no event and whose lo_tick is below $1;
-// only at a window boundary
-// (pos NULL). Emptiness is checked over the whole new range, so no event can be
+// closeIdleSQL moves the cursor's lo_tick up to the newest tick for the shards held
+// under the tokens $2 whose window (lo, newest] has no event and whose lo_tick is
+// below $1; only at a window boundary (pos NULL). Emptiness is checked over the whole new range, so no event can be
 // skipped whoever owns the shard and whatever it is doing: a window with events is
 // left to its owner. The rows of transactions of lo's xip list that ended by the
 // newest tick are found by one probe of (shard, txid) per such id, as in the read
