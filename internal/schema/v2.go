@@ -264,9 +264,9 @@ WHERE NOT EXISTS (SELECT FROM ` + tick + `)`,
 // reshardStatements change an empty v2 table's shard count to n: the generated column
 // is rebuilt (dropping it drops the two shard indexes, which V2Statements recreate)
 // and the contract row says n (V2Statements deletes the leases and cursors of shards
-// above it). MigrateV2 runs
-// them before V2Statements, and only after it checked, holding a lock that keeps
-// producers out, that the table and its hold table are empty.
+// above it). MigrateV2 runs them before V2Statements, and only after it checked,
+// holding a lock that keeps producers out, that the table and its hold table are
+// empty.
 func reshardStatements(t pgident.Table, n int) []string {
 	q := t.Qualified()
 	return []string{
