@@ -3,6 +3,7 @@ package shardstore
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -269,4 +270,30 @@ func TestHousekeepingTrimsTheCursorLog(t *testing.T) {
 		}
 	}
 	f.checkDelivery(w.published)
+}
+
+// The trims run beside the loop, and a failed one is not lost: the next Tick returns
+// its error, once.
+func TestAFailedTrimIsReturnedByTheNextTick(t *testing.T) {
+	f := newFixture(t, 4)
+	w := f.worker("w")
+	w.rebalance()
+	f.insert(f.db, "e1", "a", 1)
+	w.drain(10)
+	// The tick trim reads the shard view: without it the trim fails.
+	if _, err := f.db.Exec(`DROP VIEW ob_status; DROP VIEW ob_shard`); err != nil {
+		t.Fatal(err)
+	}
+	w.st.housekept.Store(-IdleTicks) // due at the next tick
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
+		t.Fatalf("the tick that started the trim: %v", err)
+	}
+	w.st.background.Wait()
+	_, _, err := w.st.Tick(ctx, w.leases.Tokens())
+	if err == nil || !strings.Contains(err.Error(), "tick: trim") {
+		t.Fatalf("the next tick = %v, want the trim's error", err)
+	}
+	if _, _, err := w.st.Tick(ctx, w.leases.Tokens()); err != nil {
+		t.Fatalf("the tick after it = %v, want nil (the error is returned once)", err)
+	}
 }
