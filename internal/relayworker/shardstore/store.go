@@ -68,14 +68,13 @@ type Store struct {
 	housekeepEvery time.Duration
 	started        time.Time
 
-	trimMu  sync.Mutex      // guards trimmed
-	trimmed map[int16]int64 // per shard, the newest cursor id the last trim kept
-
-	// The trims run beside the loop (Tick, startTrim): one at a time, waited for by
-	// Close; a failure is returned by the next Tick.
+	// The trims run beside the loop (Tick, startTrim): one round at a time (trimming),
+	// waited for by Close; a failure is returned by the next Tick. trims is touched by
+	// that round only.
 	background sync.WaitGroup
 	trimming   atomic.Bool
 	trimFailed atomic.Pointer[error]
+	trims      trimFloors
 }
 
 // New checks the options; it does not touch the database.

@@ -20,22 +20,21 @@ import (
 // IdleTicks is how many ticks an empty window may lag behind the newest one before
 // Tick closes it. Only a window with events is closed by its owner's advance, so
 // without this an idle shard would keep its lo_tick, and every tick after it, for
-// ever; closing after a few ticks bounds the tick table and costs one HOT update per
-// idle shard per IdleTicks ticks.
+// ever; closing after a few ticks bounds the tick table and costs one cursor log row
+// per idle shard per housekeeping round.
 const IdleTicks = 16
 
 // HousekeepEvery is the least time between two of a worker's housekeeping rounds
 // (the idle close and the tick trim). Counted in ticks alone, a busy table ran them
 // dozens of times a second (a caught-up worker ticks after every short batch: 43
-// rounds/s at 1,000 events/s), and each round's idle close writes a new version of
-// every idle shard's row: ~3,000 versions/s. While a transaction elsewhere in the
-// cluster stays open none of them can be pruned, and every read scans the shard
-// rows: over 23 s the read went from 0.64 to 1.66 ms. Once a second, a worker writes
-// at most one version per shard it holds per second, and an idle window lags at most
-// about a second's ticks; the tick table keeps as many (the read's hi-tick join reads
-// them: 1,000-2,000 small rows at 1,000-5,000 events/s, measured no slower in the
-// bench). It does not make an open transaction harmless: docs/contract-v2.md, "The
-// open write transaction over ten minutes".
+// rounds/s at 1,000 events/s), and each round's idle close wrote a new version of
+// every idle shard's row (then updated in place; now a cursor log row): ~3,000 a
+// second, none of which can be pruned while a transaction elsewhere in the cluster
+// stays open. Once a second, a worker writes at most one cursor row per shard it
+// holds per second, and an idle window lags at most about a second's ticks; the tick
+// table keeps as many (1,000-2,000 small rows at 1,000-5,000 events/s).
+// docs/contract-v2.md, "The open write transaction over ten minutes" and "The cursor
+// log, as built".
 const HousekeepEvery = time.Second
 
 // Tick records a tick if one is needed and reports its number and whether it
@@ -98,13 +97,7 @@ func (s *Store) startTrim(ctx context.Context, tokens []string) {
 	go func() {
 		defer s.background.Done()
 		defer s.trimming.Store(false)
-		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t)); err != nil {
-			err = fmt.Errorf("tick: trim: %w", err)
-			s.trimFailed.Store(&err)
-			return
-		}
-		if err := s.trimCursors(ctx, tokens); err != nil {
-			err = fmt.Errorf("tick: trim the cursor log: %w", err)
+		if err := s.trims.round(ctx, s, tokens); err != nil {
 			s.trimFailed.Store(&err)
 		}
 	}()
@@ -267,26 +260,66 @@ INSERT INTO ` + side(t, schema.CursorSuffix) + ` (shard, lo_tick)
 SELECT shard, tick FROM idle ORDER BY shard`
 }
 
-// trimTicksSQL deletes the ticks no window starts at or after any more (the shard
-// view's lo_tick: each shard's newest cursor).
+// trimFloors is where the last trims stopped. Both logs grow at one end only (tick
+// numbers and a shard's cursor ids ascend in commit order: their writers hold the
+// tick lock or the lease row's lock when they draw one), so everything below where a
+// trim stopped was deleted by it, and the next trim deletes from there on. From the
+// first row instead, each trim walked every row deleted before, and while a
+// transaction elsewhere in the cluster stays open none of them can be pruned: after
+// ten minutes at 1,000 events/s the tick trim walked ~150,000 dead ticks per round
+// (8.6 ms per call on average over the bench's ten-minute run).
+//
+// Every FullTrimEvery-th round starts from the first row again: the trims commit
+// asynchronously, and one lost in a PostgreSQL crash leaves rows below where this
+// process thinks it stopped; the full round deletes them.
+type trimFloors struct {
+	rounds  int
+	tick    int64           // the least tick the last tick trim kept
+	cursors map[int16]int64 // per shard, the newest cursor id the last trim kept
+}
+
+// FullTrimEvery is how many trim rounds there are between two that start from each
+// log's first row (about a minute at HousekeepEvery).
+const FullTrimEvery = 64
+
+// round deletes the ticks below every shard's lo_tick, then the cursor log rows of
+// the shards held under tokens below each one's newest.
+func (f *trimFloors) round(ctx context.Context, s *Store, tokens []string) error {
+	if f.rounds%FullTrimEvery == 0 {
+		f.tick, f.cursors = 0, nil
+	}
+	f.rounds++
+	var kept sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, trimTicksSQL(s.t), f.tick).Scan(&kept); err != nil {
+		return fmt.Errorf("tick: trim: %w", err)
+	}
+	if kept.Valid {
+		f.tick = kept.Int64
+	}
+	if err := f.trimCursors(ctx, s, tokens); err != nil {
+		return fmt.Errorf("tick: trim the cursor log: %w", err)
+	}
+	return nil
+}
+
+// trimTicksSQL deletes the ticks from $1 up to below every shard's lo_tick (the shard
+// view's: each shard's newest cursor) and returns that least lo_tick (NULL with no
+// shard rows).
 func trimTicksSQL(t pgident.Table) string {
-	return `DELETE FROM ` + side(t, schema.TickSuffix) + ` WHERE tick < (SELECT min(lo_tick) FROM ` + side(t, schema.ShardSuffix) + `)
-  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
+	return `WITH b AS (SELECT min(lo_tick) AS lo FROM ` + side(t, schema.ShardSuffix) + `),
+gone AS (
+    DELETE FROM ` + side(t, schema.TickSuffix) + ` k USING b
+    WHERE k.tick >= $1 AND k.tick < b.lo
+      AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
+)
+SELECT lo FROM b`
 }
 
 // trimCursors deletes the cursor log rows of the shards held under tokens that are
-// older than each shard's newest (its cursor), and remembers where it stopped. A
-// shard's ids ascend in commit order (its writers hold the lease row's lock when they
-// draw one), so every row below the newest one the last trim kept was deleted by that
-// trim: each trim deletes from there on. From a shard's first row instead, it walked
-// every row deleted before, and while a transaction elsewhere in the cluster stays
-// open none of them can be pruned (hundreds of thousands after ten minutes at 1,000
-// events/s).
-func (s *Store) trimCursors(ctx context.Context, tokens []string) error {
-	s.trimMu.Lock()
-	defer s.trimMu.Unlock()
-	shards, floors := make([]int64, 0, len(s.trimmed)), make([]int64, 0, len(s.trimmed))
-	for sh, id := range s.trimmed {
+// older than each shard's newest (its cursor), from where the last trim stopped.
+func (f *trimFloors) trimCursors(ctx context.Context, s *Store, tokens []string) error {
+	shards, floors := make([]int64, 0, len(f.cursors)), make([]int64, 0, len(f.cursors))
+	for sh, id := range f.cursors {
 		shards, floors = append(shards, int64(sh)), append(floors, id)
 	}
 	rows, err := s.db.QueryContext(ctx, trimCursorsSQL(s.t), pq.Array(tokens), pq.Array(shards), pq.Array(floors))
@@ -300,10 +333,10 @@ func (s *Store) trimCursors(ctx context.Context, tokens []string) error {
 		if err := rows.Scan(&sh, &newest); err != nil {
 			return err
 		}
-		if s.trimmed == nil {
-			s.trimmed = map[int16]int64{}
+		if f.cursors == nil {
+			f.cursors = map[int16]int64{}
 		}
-		s.trimmed[sh] = newest
+		f.cursors[sh] = newest
 	}
 	return rows.Err()
 }
@@ -311,7 +344,7 @@ func (s *Store) trimCursors(ctx context.Context, tokens []string) error {
 // trimCursorsSQL: $1 the tokens, $2 shards and $3 the newest id the last trim kept
 // for each (parallel; a shard not in them starts from 0). It returns each held
 // shard's newest id. Committed asynchronously, as the tick trim: a trim lost in a
-// crash leaves rows for the next.
+// crash leaves rows for the next full round.
 func trimCursorsSQL(t pgident.Table) string {
 	cursor := side(t, schema.CursorSuffix)
 	return `WITH n AS (
