@@ -289,12 +289,15 @@ func (f *trimFloors) round(ctx context.Context, s *Store, tokens []string) error
 		f.tick, f.cursors = 0, nil
 	}
 	f.rounds++
-	var kept sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, trimTicksSQL(s.t), f.tick).Scan(&kept); err != nil {
+	var lo sql.NullInt64
+	if err := s.db.QueryRowContext(ctx, leastLoTickSQL(s.t)).Scan(&lo); err != nil {
 		return fmt.Errorf("tick: trim: %w", err)
 	}
-	if kept.Valid {
-		f.tick = kept.Int64
+	if lo.Valid {
+		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t), f.tick, lo.Int64); err != nil {
+			return fmt.Errorf("tick: trim: %w", err)
+		}
+		f.tick = lo.Int64
 	}
 	if err := f.trimCursors(ctx, s, tokens); err != nil {
 		return fmt.Errorf("tick: trim the cursor log: %w", err)
@@ -302,17 +305,22 @@ func (f *trimFloors) round(ctx context.Context, s *Store, tokens []string) error
 	return nil
 }
 
-// trimTicksSQL deletes the ticks from $1 up to below every shard's lo_tick (the shard
-// view's: each shard's newest cursor) and returns that least lo_tick (NULL with no
-// shard rows).
+// leastLoTickSQL is the least lo_tick of any shard (the shard view's: each shard's
+// newest cursor); NULL with no shard rows. lo_tick only grows, so the ticks below it
+// stay unneeded after the statement.
+func leastLoTickSQL(t pgident.Table) string {
+	return `SELECT min(lo_tick) FROM ` + side(t, schema.ShardSuffix)
+}
+
+// trimTicksSQL deletes the ticks in [$1, $2): from where the last trim stopped to the
+// least lo_tick. Both bounds are values, so the plan is a range scan of the primary
+// key over what is deleted. As one statement with the least lo_tick from a CTE, the
+// plan bounded its scan by the lower one only and filtered the upper, and the
+// ten-minute run's trim averaged 51 ms per round (8.6 ms for the earlier trim from
+// the first tick).
 func trimTicksSQL(t pgident.Table) string {
-	return `WITH b AS (SELECT min(lo_tick) AS lo FROM ` + side(t, schema.ShardSuffix) + `),
-gone AS (
-    DELETE FROM ` + side(t, schema.TickSuffix) + ` k USING b
-    WHERE k.tick >= $1 AND k.tick < b.lo
-      AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL
-)
-SELECT lo FROM b`
+	return `DELETE FROM ` + side(t, schema.TickSuffix) + ` WHERE tick >= $1 AND tick < $2
+  AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
 }
 
 // trimCursors deletes the cursor log rows of the shards held under tokens that are
