@@ -313,11 +313,10 @@ func leastLoTickSQL(t pgident.Table) string {
 }
 
 // trimTicksSQL deletes the ticks in [$1, $2): from where the last trim stopped to the
-// least lo_tick. Both bounds are values, so the plan is a range scan of the primary
-// key over what is deleted. As one statement with the least lo_tick from a CTE, the
-// plan bounded its scan by the lower one only and filtered the upper, and the
-// ten-minute run's trim averaged 51 ms per round (8.6 ms for the earlier trim from
-// the first tick).
+// least lo_tick. The least lo_tick is read by a statement of its own so that both
+// bounds are values and the plan is a range scan of the primary key over what is
+// deleted: as one statement with it from a CTE, the plan bounded the scan by the
+// lower one only and filtered the upper.
 func trimTicksSQL(t pgident.Table) string {
 	return `DELETE FROM ` + side(t, schema.TickSuffix) + ` WHERE tick >= $1 AND tick < $2
   AND (SELECT set_config('synchronous_commit', 'off', true)) IS NOT NULL`
