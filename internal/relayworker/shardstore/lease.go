@@ -11,6 +11,7 @@ package shardstore
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"sort"
 
@@ -149,24 +150,28 @@ ON CONFLICT (worker_id) DO UPDATE SET heartbeat_at = now()`
 
 // LeaseState reads every shard (the shard view: owner, its token's lease, whether
 // the cursor is at a window boundary) and how many workers are live (heartbeat
-// within a lease).
+// within a lease). It probes every shard's newest cursor row, so it is planned as the
+// read is (inReadPlannerTx).
 func (s *Store) LeaseState(ctx context.Context) ([]ShardLease, int, error) {
-	rows, err := s.db.QueryContext(ctx, leaseStateSQL(s.t), s.interval())
-	if err != nil {
-		return nil, 0, fmt.Errorf("read the shard leases: %w", err)
-	}
-	defer rows.Close()
 	var out []ShardLease
 	live := 0
-	for rows.Next() {
-		var r ShardLease
-		if err := rows.Scan(&live, &r.Shard, &r.Owner, &r.Expired, &r.AtBoundary); err != nil {
-			return nil, 0, fmt.Errorf("read the shard leases: %w", err)
+	err := s.inReadPlannerTx(ctx, "read the shard leases", func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, leaseStateSQL(s.t), s.interval())
+		if err != nil {
+			return err
 		}
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, 0, fmt.Errorf("read the shard leases: %w", err)
+		defer rows.Close()
+		for rows.Next() {
+			var r ShardLease
+			if err := rows.Scan(&live, &r.Shard, &r.Owner, &r.Expired, &r.AtBoundary); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, 0, err
 	}
 	return out, live, nil
 }

@@ -67,8 +67,11 @@ func (s *Store) Tick(ctx context.Context, tokens []string) (tick int64, recorded
 		s.housekeptAt.Store(int64(now))
 		// After the tick's commit, outside the tick lock: in the bench the idle close
 		// took 47-257 ms per call under load, and the other worker's tick waited for it.
-		if _, err := s.db.ExecContext(ctx, closeIdleSQL(s.t), newest-IdleTicks, pq.Array(tokens)); err != nil {
-			return tick, recorded, fmt.Errorf("tick: close idle windows: %w", err)
+		if err := s.inReadPlannerTx(ctx, "tick: close idle windows", func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, closeIdleSQL(s.t), newest-IdleTicks, pq.Array(tokens))
+			return err
+		}); err != nil {
+			return tick, recorded, err
 		}
 		s.startTrim(ctx, tokens)
 	}
@@ -290,19 +293,21 @@ func (f *trimFloors) round(ctx context.Context, s *Store, tokens []string) error
 	}
 	f.rounds++
 	var lo sql.NullInt64
-	if err := s.db.QueryRowContext(ctx, leastLoTickSQL(s.t)).Scan(&lo); err != nil {
-		return fmt.Errorf("tick: trim: %w", err)
+	if err := s.inReadPlannerTx(ctx, "tick: trim", func(tx *sql.Tx) error {
+		if err := tx.QueryRowContext(ctx, leastLoTickSQL(s.t)).Scan(&lo); err != nil || !lo.Valid {
+			return err
+		}
+		_, err := tx.ExecContext(ctx, trimTicksSQL(s.t), f.tick, lo.Int64)
+		return err
+	}); err != nil {
+		return err
 	}
 	if lo.Valid {
-		if _, err := s.db.ExecContext(ctx, trimTicksSQL(s.t), f.tick, lo.Int64); err != nil {
-			return fmt.Errorf("tick: trim: %w", err)
-		}
 		f.tick = lo.Int64
 	}
-	if err := f.trimCursors(ctx, s, tokens); err != nil {
-		return fmt.Errorf("tick: trim the cursor log: %w", err)
-	}
-	return nil
+	return s.inReadPlannerTx(ctx, "tick: trim the cursor log", func(tx *sql.Tx) error {
+		return f.trimCursors(ctx, tx, s, tokens)
+	})
 }
 
 // leastLoTickSQL is the least lo_tick of any shard (the shard view's: each shard's
@@ -324,12 +329,12 @@ func trimTicksSQL(t pgident.Table) string {
 
 // trimCursors deletes the cursor log rows of the shards held under tokens that are
 // older than each shard's newest (its cursor), from where the last trim stopped.
-func (f *trimFloors) trimCursors(ctx context.Context, s *Store, tokens []string) error {
+func (f *trimFloors) trimCursors(ctx context.Context, tx *sql.Tx, s *Store, tokens []string) error {
 	shards, floors := make([]int64, 0, len(f.cursors)), make([]int64, 0, len(f.cursors))
 	for sh, id := range f.cursors {
 		shards, floors = append(shards, int64(sh)), append(floors, id)
 	}
-	rows, err := s.db.QueryContext(ctx, trimCursorsSQL(s.t), pq.Array(tokens), pq.Array(shards), pq.Array(floors))
+	rows, err := tx.QueryContext(ctx, trimCursorsSQL(s.t), pq.Array(tokens), pq.Array(shards), pq.Array(floors))
 	if err != nil {
 		return err
 	}
