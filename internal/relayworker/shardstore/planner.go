@@ -25,12 +25,12 @@ var localReadSettings = func() string {
 // cluster stays open, no cursor log row the trims delete can be pruned, and the
 // statistics still say one row per shard. The planner then finds a shard's newest
 // row with a bitmap scan of all the shard's entries and a sort, instead of one
-// backward probe of the primary key: reproduced with 2,700 deleted rows per shard
-// kept by an open snapshot, 256 shards took 320-360 ms instead of 1.2 ms
-// (TestHousekeepingProbesTheNewestCursorByItsKey), and in the bench's ten-minute run
-// the idle close, the cursor trim and the least lo_tick went from 2-5 ms to 19-55 ms
-// each, once a second per worker, while the read, planned with these settings, did
-// not slow down.
+// backward probe of the primary key. With 2,700 deleted rows per shard kept by an
+// open snapshot, such a statement over 256 shards took 320-360 ms instead of 1.2 ms;
+// in two of three ten-minute bench runs the idle close, the cursor trim and the least
+// lo_tick took 19-55 ms each (2-9 ms in the third), once a second per worker, while
+// the read, planned with these settings, did not slow down.
+// TestHousekeepingProbesTheNewestCursorByItsKey checks the plans.
 func (s *Store) inReadPlannerTx(ctx context.Context, what string, fn func(*sql.Tx) error) error {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
