@@ -3,11 +3,14 @@ package shardstore
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"regexp"
 	"strings"
 	"testing"
 
 	"github.com/lib/pq"
+
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
 // The read and the tick's idle close visit only a window's rows: every scan of the
@@ -19,7 +22,23 @@ import (
 // for the (shard, txid) probes' estimates), every shard's window starting at a tick a
 // transaction straddled, so part 2 is planned and run.
 func TestReadAndIdleCloseProbeOnlyTheWindow(t *testing.T) {
-	f := newFixture(t, 256)
+	forShardCounts(t, testReadAndIdleCloseProbeOnlyTheWindow)
+}
+
+// forShardCounts runs a plan test on tables of 16, 32 and the default shard count:
+// with fewer shards the side tables are smaller (32 shards' cursor log was one page
+// when the read's generic plan was made, and the plan scanned it with a sort per
+// shard instead of probing its key) and each (shard, txid) probe's estimate larger
+// (the rows per shard of a bulk-loaded transaction): when a sequential scan looks
+// cheaper.
+func forShardCounts(t *testing.T, test func(*testing.T, int)) {
+	for _, n := range []int{16, 32, schema.DefaultShards} {
+		t.Run(fmt.Sprintf("%d shards", n), func(t *testing.T) { test(t, n) })
+	}
+}
+
+func testReadAndIdleCloseProbeOnlyTheWindow(t *testing.T, n int) {
+	f := newFixture(t, n)
 	if _, err := f.db.Exec(`INSERT INTO ob SELECT 'pre-' || g, 'order', 'agg-' || (g % 10000), g / 10000, 'order.changed', 1, 'orders', 'k', '{}'
 FROM generate_series(1, 100000) g`); err != nil {
 		t.Fatal(err)
@@ -104,7 +123,11 @@ func preparedRead(t *testing.T, f *fixture, w *worker) (*sql.Conn, string) {
 // key: at the default random_page_cost it scanned the log once per shard, and every
 // read cost the log's size times the shards held (the drain's reads: 3.5 -> 9.2 ms).
 func TestReadProbesTheCursorLogByItsKeyAfterItGrew(t *testing.T) {
-	f := newFixture(t, 256)
+	forShardCounts(t, testReadProbesTheCursorLogByItsKeyAfterItGrew)
+}
+
+func testReadProbesTheCursorLogByItsKeyAfterItGrew(t *testing.T, n int) {
+	f := newFixture(t, n)
 	w := f.worker("w")
 	w.rebalance()
 	// As after the bench's bulk load: statistics that say one row per shard.
@@ -115,7 +138,7 @@ func TestReadProbesTheCursorLogByItsKeyAfterItGrew(t *testing.T) {
 	if _, err := conn.ExecContext(ctx, `EXECUTE rd(`+tokens+`, 500, 0)`); err != nil { // the generic plan is made now
 		t.Fatal(err)
 	}
-	if _, err := f.db.Exec(`INSERT INTO ob_cursor (shard, lo_tick) SELECT g % 256, 1 FROM generate_series(1, 100000) g`); err != nil {
+	if _, err := f.db.Exec(`INSERT INTO ob_cursor (shard, lo_tick) SELECT g % $1, 1 FROM generate_series(1, 100000) g`, n); err != nil {
 		t.Fatal(err)
 	}
 	plan := explain(t, conn, `EXPLAIN EXECUTE rd(`+tokens+`, 500, 0)`)
@@ -132,7 +155,11 @@ func TestReadProbesTheCursorLogByItsKeyAfterItGrew(t *testing.T) {
 // (320-360 ms instead of 1.2 ms for 256 shards of 2,700 rows each). They run in
 // inReadPlannerTx; checked on their plans there.
 func TestHousekeepingProbesTheNewestCursorByItsKey(t *testing.T) {
-	f := newFixture(t, 256)
+	forShardCounts(t, testHousekeepingProbesTheNewestCursorByItsKey)
+}
+
+func testHousekeepingProbesTheNewestCursorByItsKey(t *testing.T, n int) {
+	f := newFixture(t, n)
 	w := f.worker("w")
 	w.rebalance()
 	open, err := f.db.Begin() // keeps the deleted rows from being pruned
