@@ -43,7 +43,9 @@ import (
 // enable_seqscan off as well, since (2026-12-06): on a table of fewer than 128 shards
 // the cursor log is one page when the generic plan is made, and random_page_cost
 // alone still let the plan scan it, with a sort, once per shard (the plan tests at 16
-// and 32 shards). The tick lookups are memoized index probes in today's plan either way.
+// and 32 shards). The tick lookups are memoized index probes in today's plan either
+// way (PostgreSQL 14 and later), and the read at 256 shards did not measurably slow
+// down (docs/contract-v2.md, "fewer shards").
 var ReadSettings = []string{
 	`SET enable_bitmapscan = off`,
 	`SET enable_seqscan = off`,
