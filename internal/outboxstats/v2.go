@@ -55,16 +55,9 @@ func shardCountCap(n int) int {
 }
 
 // v2Settings, for the rest of Read's transaction: the window counts stay on the
-// (shard, seq) and (shard, txid) indexes, as the relay's read connection does
-// (shardstore.ReadSettings; without them the planner may read a whole window with a
-// bitmap scan and sort it), and no JIT: the estimated cost of a few hundred laterals
-// crosses jit_above_cost, and compiling them took 2 s of a 2.4 s read (measured, 2,048
-// shards) that runs in 0.2 s without. No sequential scans either (as the read): on a
-// table of 32 shards with 100,000 rows of one transaction, part 1's (shard, txid)
-// probe was planned as a scan of the whole outbox table per shard (3,125 rows per
-// probe estimated, against 390 at 256 shards; TestReadV2Cost at 32 shards).
-const v2Settings = `SELECT set_config('enable_bitmapscan', 'off', true), set_config('enable_seqscan', 'off', true),
-       set_config('max_parallel_workers_per_gather', '0', true), set_config('jit', 'off', true)`
+// (shard, seq) and (shard, txid) indexes, as the relay's read does
+// (schema.WindowPlanner).
+var v2Settings = schema.SetLocal(schema.WindowPlanner)
 
 // readV2 fills s from t's side tables (c is its contract) inside Read's transaction.
 func readV2(ctx context.Context, tx *sql.Tx, t pgident.Table, c schema.Contract, s *Stats) error {

@@ -8,17 +8,12 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"strings"
+
+	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// localReadSettings are ReadSettings for one transaction (SET LOCAL).
-var localReadSettings = func() string {
-	local := make([]string, len(ReadSettings))
-	for i, q := range ReadSettings {
-		local[i] = strings.Replace(q, "SET ", "SET LOCAL ", 1)
-	}
-	return strings.Join(local, "; ")
-}()
+// localReadSettings are ReadSettings for one transaction.
+var localReadSettings = schema.SetLocal(readPlanner)
 
 // inReadPlannerTx runs fn in a transaction whose planner settings are the read's
 // (localReadSettings), and commits it. Why: while a transaction elsewhere in the

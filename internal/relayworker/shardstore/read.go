@@ -19,15 +19,10 @@ import (
 	"github.com/outbox-operator/outbox-operator/internal/schema"
 )
 
-// ReadSettings are set on the read connection. Without them the planner reads a
-// shard's whole window with a bitmap scan and sorts it for every batch (measured:
-// 34-56 ms instead of 2 ms for 500 of 3,900 rows) and re-plans the statement on
-// every call (1.5-5 ms); without parallel plans the rows come in the order the read
-// relies on (each shard's part after the other), which windows() checks anyway.
-// Without JIT: the generic plan's estimate grows with rows per transaction (each
-// (shard, txid) probe is costed at the table's rows per distinct txid), and past
-// jit_above_cost (on by default) every read compiled itself first: 460-480 ms per
-// read of 2 ms on a table loaded 100,000 rows in one transaction.
+// readPlanner is the read connection's planner: schema.WindowPlanner, and
+//
+// plan_cache_mode force_generic_plan: without it the statement is re-planned on
+// every call (1.5-5 ms);
 //
 // random_page_cost 1.1 (the usual value for a server whose data is in memory or on
 // SSDs; PostgreSQL's default of 4 assumes spinning disks): the generic plan is made
@@ -36,24 +31,17 @@ import (
 // per shard then looked cheaper than the backward probe of its primary key, and as
 // the log grew between trims every read scanned it 128 times (measured in the drain:
 // 9.2 ms reads instead of 3.5, 56,702 events/s instead of 74,250). Disabling
-// sequential scans instead fixed the drain but made the tick lookups 128 index probes
-// where one scan of the small tick table serves all shards: the read at 5,000
-// events/s went from 2.0-2.3 to 3.3-4.0 ms, p99 from 32-39 to 42-55 ms.
-//
-// enable_seqscan off as well, since (2026-12-06): on a table of fewer than 128 shards
-// the cursor log is one page when the generic plan is made, and random_page_cost
-// alone still let the plan scan it, with a sort, once per shard (the plan tests at 16
-// and 32 shards). The tick lookups are memoized index probes in today's plan either
-// way (PostgreSQL 14 and later), and the read at 256 shards did not measurably slow
-// down (docs/contract-v2.md, "fewer shards").
-var ReadSettings = []string{
-	`SET enable_bitmapscan = off`,
-	`SET enable_seqscan = off`,
-	`SET random_page_cost = 1.1`,
-	`SET plan_cache_mode = force_generic_plan`,
-	`SET max_parallel_workers_per_gather = 0`,
-	`SET jit = off`,
-}
+// sequential scans instead (before the memoized tick probes of today's plan) made
+// the tick lookups 128 index probes: the read at 5,000 events/s went from 2.0-2.3 to
+// 3.3-4.0 ms. Since 2026-12-06 sequential scans are off as well (WindowPlanner), and
+// the read at 256 shards did not measurably slow down; on PostgreSQL 13, which has no
+// Memoize, not measured.
+var readPlanner = append(append([]schema.Setting{}, schema.WindowPlanner...),
+	schema.Setting{Name: "random_page_cost", Value: "1.1"},
+	schema.Setting{Name: "plan_cache_mode", Value: "force_generic_plan"})
+
+// ReadSettings are readPlanner as the read connection's SET statements.
+var ReadSettings = schema.SetStatements(readPlanner)
 
 // Read reads up to limit events of the shards tokens hold, starting with shard from
 // (Batch.Next of the previous read), and says where each shard's cursor goes. An
