@@ -30,7 +30,7 @@ var (
 	profile = flag.String("profile", "", "directory for the relay workers' CPU, block and mutex profiles")
 	verbose = flag.Bool("v", false, "print the top statements of each drain (pg_stat_statements)")
 	dumpDir = flag.String("dump", "", "directory for each latency run's per-event times (<peer>-<rate>.tsv: seq, aggregate, "+
-		"commit and first-read unix nanos) and every spawned process's log (<name>.log): to find where a tail comes from")
+		"commit and first-read unix nanos) and every spawned process's log (<n>-<name>.log, n in start order): to find where a tail comes from")
 	pgSet = flag.String("pg-set", "", "extra PostgreSQL settings, space-separated name=value (e.g. \"log_lock_waits=on deadlock_timeout=100ms\")")
 
 	consumerEvents = flag.Int("consumer-events", 20000, "messages per consumer run")

@@ -16,6 +16,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -233,13 +234,16 @@ func (p *proc) tail() string {
 	return s
 }
 
+// spawned numbers -dump's process logs.
+var spawned atomic.Int64
+
 func spawn(name, bin string, env []string, args ...string) (*proc, error) {
 	p := &proc{name: name, done: make(chan struct{})}
 	p.cmd = exec.Command(bin, args...)
 	p.cmd.Env = append(os.Environ(), env...)
 	p.cmd.Stdout, p.cmd.Stderr = p, p
-	if *dumpDir != "" { // -dump: the process's log too (a later process of the same name replaces it)
-		f, err := os.Create(filepath.Join(*dumpDir, strings.ReplaceAll(name, " ", "_")+".log"))
+	if *dumpDir != "" { // -dump: the process's log too, numbered in start order (a drain's workers and a latency run's share a name)
+		f, err := os.Create(filepath.Join(*dumpDir, fmt.Sprintf("%02d-%s.log", spawned.Add(1), strings.ReplaceAll(name, " ", "_"))))
 		if err != nil {
 			return nil, fmt.Errorf("-dump: %w", err)
 		}
