@@ -44,7 +44,6 @@ const (
 	DefaultRetentionBatchSize int32 = contract.DefaultArchiveBatchSize
 	DefaultSourceMode               = SourcePolling
 	DefaultContract                 = ContractV2
-	DefaultShards             int32 = contract.DefaultShards
 	DefaultMaxSlotLag               = "1Gi"
 	DefaultCDCHandoverAfter         = contract.DefaultHandoverAfter
 	DefaultMessageFormat            = MessageNative
@@ -77,9 +76,6 @@ func (p *OutboxPipeline) WithDefaults() *OutboxPipeline {
 	}
 	if s.Source.Contract == "" {
 		s.Source.Contract = DefaultContract
-	}
-	if s.Source.Shards == 0 {
-		s.Source.Shards = DefaultShards
 	}
 	if s.Source.MaxSlotLag == nil {
 		q := resource.MustParse(DefaultMaxSlotLag)

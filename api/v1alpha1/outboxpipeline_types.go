@@ -71,13 +71,13 @@ type PostgresSource struct {
 
 	// Shards is a v2 table's fixed number of shards (aggregates hash to shards; a
 	// shard has one worker at a time, so it bounds the workers that share the table): a
-	// power of two from 1 to 32768. The migrate applies a change only while the table
-	// and its hold table are empty; on a table with rows it refuses with one line
-	// (the init container fails). Ignored for contract v1. A worker's every read
-	// visits each shard it holds, about 9 µs of PostgreSQL time per shard, so more
-	// shards than the workers need cost time on every read (docs/contract-v2.md,
-	// "fewer shards").
-	// +kubebuilder:default=256
+	// power of two from 1 to 32768. Unset, the migrate creates a new table with 32
+	// shards and leaves an existing table's count as it is (tables created before
+	// 2026-12-06 have 256). The migrate applies a change only while the table and its
+	// hold table are empty; on a table with rows it refuses with one line (the init
+	// container fails). Ignored for contract v1. A worker's every read visits each
+	// shard it holds, about 9 µs of PostgreSQL time per shard, so more shards than the
+	// workers need cost time on every read (docs/contract-v2.md, "fewer shards").
 	// +kubebuilder:validation:XValidation:rule="self in [1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384, 32768]",message="source.shards must be a power of two from 1 to 32768"
 	// +optional
 	Shards int32 `json:"shards,omitempty"`

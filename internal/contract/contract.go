@@ -134,13 +134,12 @@ const (
 )
 
 // Flags of `relayworker migrate` the operator's migrate init container passes for a
-// v2 pipeline, and the shard count a v2 table gets by default (also the CRD's
-// default of spec.source.shards; internal/schema.DefaultShards is the same number).
+// v2 pipeline. spec.source.shards has no default: the migrate's own (keep an existing
+// table's count, internal/schema.DefaultShards for a new table) decides.
 const (
 	CommandMigrate = "migrate"
 	FlagContract   = "contract"
 	FlagShards     = "shards"
-	DefaultShards  = 256
 )
 
 // The knobs of `migrate --contract v2` on a v1 table (docs/contract-v2.md, "As built:

@@ -13,8 +13,8 @@ import (
 
 // TestMigrateArgsFollowTheContract: the migrate init container always names the
 // contract (migrate's own default, v2 for a missing table, must not decide for a v1
-// pipeline), a v2 one with the shard count (the spec's, or the default), and the
-// worker's own parser reads them back.
+// pipeline), a v2 one with the spec's shard count when it names one (none otherwise:
+// the migrate keeps the table's count), and the worker's own parser reads them back.
 func TestMigrateArgsFollowTheContract(t *testing.T) {
 	for _, tc := range []struct {
 		name       string
@@ -23,12 +23,12 @@ func TestMigrateArgsFollowTheContract(t *testing.T) {
 		wantShards int
 	}{
 		{"v2 by default", func(*outboxv1.PostgresSource) {},
-			[]string{"migrate", "--contract=v2", "--shards=256"}, 256},
+			[]string{"migrate", "--contract=v2"}, 0},
 		{"v1", func(s *outboxv1.PostgresSource) { s.Contract = outboxv1.ContractV1 }, []string{"migrate", "--contract=v1"}, 0},
 		{"v1 ignores shards", func(s *outboxv1.PostgresSource) { s.Contract, s.Shards = outboxv1.ContractV1, 64 },
 			[]string{"migrate", "--contract=v1"}, 0},
 		{"v2 default shards", func(s *outboxv1.PostgresSource) { s.Contract = outboxv1.ContractV2 },
-			[]string{"migrate", "--contract=v2", "--shards=256"}, 256},
+			[]string{"migrate", "--contract=v2"}, 0},
 		{"v2 64 shards", func(s *outboxv1.PostgresSource) { s.Contract, s.Shards = outboxv1.ContractV2, 64 },
 			[]string{"migrate", "--contract=v2", "--shards=64"}, 64},
 		{"v2 one shard", func(s *outboxv1.PostgresSource) { s.Contract, s.Shards = outboxv1.ContractV2, 1 },
@@ -61,15 +61,6 @@ func TestMigrateArgsFollowTheContract(t *testing.T) {
 				t.Errorf("migrate would run contract %s shards %d, want %s %d", m.Contract, m.Shards, wantContract, tc.wantShards)
 			}
 		})
-	}
-}
-
-// TestDefaultShardsAgree: the CRD's default (contract.DefaultShards, held to the
-// marker by TestCRDDefaultsAreTheWorkerContract) is the count the migrate gives a
-// table when --shards is absent.
-func TestDefaultShardsAgree(t *testing.T) {
-	if outboxv1.DefaultShards != schema.DefaultShards {
-		t.Errorf("api default %d, schema default %d", outboxv1.DefaultShards, schema.DefaultShards)
 	}
 }
 

@@ -244,16 +244,17 @@ func migrateContainer(p *outboxv1.OutboxPipeline, wp workerPod) corev1.Container
 // migrateArgs are the migrate command's arguments. They always name the contract, so
 // a missing table is created as the spec says (migrate's own default is v2): v1 gets
 // --contract=v1 (creates or keeps a v1 table, refuses a v2 one with one line the init
-// container exits with); v2 gets its shard count too (creates a v2 table or upgrades
-// a v1 one, and refuses a shard count change on a table with rows).
+// container exits with); v2 gets the spec's shard count when it names one (creates a
+// v2 table or upgrades a v1 one, and refuses a shard count change on a table with
+// rows). Without one the migrate keeps an existing table's count: a default rendered
+// here would tell a table made with an older default to change, and be refused.
 func migrateArgs(s outboxv1.PostgresSource) []string {
 	if !s.V2() {
 		return []string{contract.CommandMigrate, contract.Arg(contract.FlagContract, string(outboxv1.ContractV1))}
 	}
-	shards := s.Shards
-	if shards == 0 {
-		shards = outboxv1.DefaultShards
+	args := []string{contract.CommandMigrate, contract.Arg(contract.FlagContract, string(outboxv1.ContractV2))}
+	if s.Shards == 0 {
+		return args
 	}
-	return []string{contract.CommandMigrate, contract.Arg(contract.FlagContract, string(outboxv1.ContractV2)),
-		contract.Arg(contract.FlagShards, strconv.Itoa(int(shards)))}
+	return append(args, contract.Arg(contract.FlagShards, strconv.Itoa(int(s.Shards))))
 }

@@ -33,7 +33,6 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 			"source.schema":           contract.DefaultSchema,
 			"source.table":            contract.DefaultTable,
 			"source.contract":         "v2", // migrate without --contract creates v2 (issue 21)
-			"source.shards":           fmt.Sprint(contract.DefaultShards),
 		}},
 		{"outbox.dev_deadletterreplays.yaml", map[string]string{
 			"rate":              fmt.Sprint(contract.DefaultReplayRate),
@@ -72,6 +71,30 @@ func TestCRDDefaultsAreTheWorkerContract(t *testing.T) {
 				t.Errorf("%s: default of spec.%s is %s, the worker's is %s", crd.file, path, got, want)
 			}
 		}
+	}
+}
+
+// TestShardsHaveNoCRDDefault: spec.source.shards stays unset unless a user sets it.
+// The apiserver fills a default into every object it reads, also into one created
+// before the field existed, whose table has the count of that day (256): a rendered
+// --shards of today's default would ask the migrate to change it, and on a table
+// with rows the init container would fail. Unset, the migrate keeps the table's count.
+func TestShardsHaveNoCRDDefault(t *testing.T) {
+	raw, err := os.ReadFile("../../config/crd/bases/outbox.dev_outboxpipelines.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(raw, &doc); err != nil {
+		t.Fatal(err)
+	}
+	shards, ok := dig(t, doc, "spec", "versions", 0, "schema", "openAPIV3Schema", "properties", "spec", "properties",
+		"source", "properties", "shards").(map[string]any)
+	if !ok {
+		t.Fatal("CRD: spec.source.shards is not an object")
+	}
+	if d, ok := shards["default"]; ok {
+		t.Errorf("spec.source.shards has the default %v, want none", d)
 	}
 }
 

@@ -83,13 +83,15 @@ func detectContract(ctx context.Context, q queryer, t pgident.Table) (Contract, 
 // serialise too). A v1 table is upgraded (upgrade.go: renamed aside in one short
 // transaction, its rows with work copied to the hold table in chunks after it); an
 // upgrade that was interrupted is resumed. It refuses a contract version it does not
-// know. A different shard count is applied only while
-// the table and its hold table are empty (checked under a lock that keeps producers
-// out); on a table with rows it is refused: it would move aggregates between shards.
+// know. Without a shard count (opts.Shards 0) a v2 table keeps its own and a new one
+// gets DefaultShards. A different shard count is applied only while the table and
+// its hold table are empty (checked under a lock that keeps producers out); on a
+// table with rows it is refused: it would move aggregates between shards.
 func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options) error {
-	n, err := opts.shards()
-	if err != nil {
-		return fmt.Errorf("migrate %s: %w", t, err)
+	if opts.Shards != 0 {
+		if err := ValidShards(opts.Shards); err != nil {
+			return fmt.Errorf("migrate %s: %w", t, err)
+		}
 	}
 	if err := errors.Join(ValidUpgradeChunk(opts.upgradeChunk()), ValidUpgradeLockTimeout(opts.upgradeLockTimeout())); err != nil {
 		return fmt.Errorf("migrate %s: %w", t, err)
@@ -110,6 +112,7 @@ func MigrateV2(ctx context.Context, db *sql.DB, t pgident.Table, opts V2Options)
 		return fmt.Errorf("migrate %s: %w", t, err)
 	}
 	var stmts []string
+	n := opts.shards(c.Shards)
 	switch c.Version {
 	case ContractNone:
 		stmts = V2Statements(t, n, NewTableEventTypes)

@@ -129,7 +129,7 @@ func TestVerifyV2Refusals(t *testing.T) {
 		want   string
 	}{
 		{name: "unknown contract version", break_: []string{`UPDATE ob_contract SET version = 3`}, want: "contract version 3 is unknown"},
-		{name: "shard count change with rows", rows: true, shards: 512, want: "has 256 shards and holds events; 512 shards would move aggregates"},
+		{name: "shard count change with rows", rows: true, shards: 512, want: "has 32 shards and holds events; 512 shards would move aggregates"},
 		{name: "shard count change on an empty table", shards: 512, want: "migrate --shards 512"},
 		{name: "txid default", break_: []string{`ALTER TABLE ob ALTER COLUMN txid SET DEFAULT '1'::xid8`}, want: "column txid's default is"},
 		{name: "txid default dropped", break_: []string{`ALTER TABLE ob ALTER COLUMN txid DROP DEFAULT`}, want: "column txid's default is none"},
@@ -202,7 +202,8 @@ func TestMigrateV2CompletesAnEarlierTable(t *testing.T) {
 	}
 }
 
-// A shard count change is applied to an empty table and refused on one with rows.
+// A shard count change is applied to an empty table and refused on one with rows; a
+// migrate that names no count keeps the table's.
 func TestMigrateV2ChangesShardsOnlyWhileEmpty(t *testing.T) {
 	db := open(t)
 	ctx := context.Background()
@@ -226,6 +227,14 @@ func TestMigrateV2ChangesShardsOnlyWhileEmpty(t *testing.T) {
 	err := MigrateV2(ctx, db, tb, V2Options{Shards: 256})
 	if err == nil || !strings.Contains(err.Error(), "has 64 shards and holds events") {
 		t.Fatalf("resharding a table with rows = %v, want a refusal", err)
+	}
+	// No count given (a pipeline without spec.source.shards): the table keeps its own,
+	// whatever today's default is.
+	if err := MigrateV2(ctx, db, tb, V2Options{}); err != nil {
+		t.Fatalf("migrate without a shard count on a 64-shard table with rows: %v", err)
+	}
+	if c, err := VerifyV2(ctx, db, tb, 0); err != nil || c.Shards != 64 {
+		t.Fatalf("after a migrate without a shard count: %+v, %v; want 64 shards kept", c, err)
 	}
 	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 100}); err == nil || !strings.Contains(err.Error(), "not a power of two") {
 		t.Fatalf("100 shards = %v", err)

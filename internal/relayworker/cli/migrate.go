@@ -68,8 +68,8 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 	return nil
 }
 
-// migrateContract says which migrate to run: the v2 one with a shard count (0: the
-// default), or the v1 one (-1). Without --contract a new table is created as v2
+// migrateContract says which migrate to run: the v2 one with a shard count (0: an
+// existing v2 table's own, schema.DefaultShards for a new one), or the v1 one (-1). Without --contract a new table is created as v2
 // and an existing table keeps the contract it follows (a v1 table is told how to
 // upgrade, a v2 table keeps its shard count unless --shards changes it); an upgrade
 // that was interrupted is resumed by the next migrate that runs v2's. --contract v2

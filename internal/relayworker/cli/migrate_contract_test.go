@@ -18,7 +18,7 @@ func migrateRun(dsn, table string, args ...string) (string, error) {
 	return log.String(), err
 }
 
-// Without --contract a missing table is created as v2 (256 shards, or --shards), a
+// Without --contract a missing table is created as v2 (schema.DefaultShards, or --shards), a
 // v1 table stays v1 and the log says how to upgrade it, and a v2 table keeps its
 // contract and shard count. --contract v1 creates or keeps v1 and refuses a v2 table.
 func TestMigrateContractDefaults(t *testing.T) {
@@ -46,8 +46,8 @@ func TestMigrateContractDefaults(t *testing.T) {
 	}
 
 	must("fresh")
-	if c := contractOf("fresh"); c.Version != schema.ContractV2 || c.Shards != 256 {
-		t.Errorf("migrate without --contract created %+v, want v2 with 256 shards", c)
+	if c := contractOf("fresh"); c.Version != schema.ContractV2 || c.Shards != schema.DefaultShards {
+		t.Errorf("migrate without --contract created %+v, want v2 with %d shards", c, schema.DefaultShards)
 	}
 	must("fresh16", "--shards", "16")
 	if c := contractOf("fresh16"); c.Version != schema.ContractV2 || c.Shards != 16 {
@@ -83,7 +83,7 @@ func TestMigrateContractDefaults(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "follows contract v2 and --contract v1 would turn it back into v1") {
 		t.Errorf("migrate --contract v1 on a v2 table: %v (log: %s), want the refusal", err, log)
 	}
-	if c := contractOf("fresh"); c.Version != schema.ContractV2 || c.Shards != 256 {
-		t.Errorf("the refused migrate left %+v, want v2 with 256 shards", c)
+	if c := contractOf("fresh"); c.Version != schema.ContractV2 || c.Shards != schema.DefaultShards {
+		t.Errorf("the refused migrate left %+v, want v2 with %d shards", c, schema.DefaultShards)
 	}
 }

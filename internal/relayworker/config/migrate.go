@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/outbox-operator/outbox-operator/internal/contract"
@@ -22,8 +23,8 @@ type Migrate struct {
 	// mark relay), ContractV2 (insert-only, shard cursors), or "" (not given: a new
 	// table is created as v2, an existing table keeps the contract it follows).
 	Contract string
-	// Shards is a v2 table's fixed shard count (0: the default, 256, or the count
-	// the table has).
+	// Shards is a v2 table's fixed shard count (0: the count the table has, or
+	// schema.DefaultShards for a new table).
 	Shards int
 	// UpgradeLockTimeout bounds an upgrade's wait for the v1 table's ACCESS EXCLUSIVE
 	// lock, and a migrate's of an existing v2 table for its SHARE ROW EXCLUSIVE lock;
@@ -39,7 +40,7 @@ func bindMigrate(b *binder, m *Migrate) {
 	b.str(&m.Contract, contract.FlagContract, contract.EnvContract, "",
 		"table contract: v2 (insert-only table read by shard cursors; docs/contract-v2.md) creates a v2 table or upgrades a v1 one; "+
 			"v1 creates or keeps a v1 table and refuses a v2 one; not given: a new table is created as v2 and an existing one keeps its contract")
-	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "a v2 table's fixed shard count, a power of two (0: 256 for a new table, the table's own count for an existing one)")
+	b.integer(&m.Shards, contract.FlagShards, contract.EnvShards, 0, "a v2 table's fixed shard count, a power of two (0: "+strconv.Itoa(schema.DefaultShards)+" for a new table, the table's own count for an existing one)")
 	b.duration(&m.UpgradeLockTimeout, contract.FlagUpgradeLockTimeout, contract.EnvUpgradeLockTimeout, schema.DefaultUpgradeLockTimeout,
 		"how long migrate waits for the table's lock: ACCESS EXCLUSIVE to upgrade a v1 table (--contract v2), SHARE ROW EXCLUSIVE for the DDL of an existing v2 one (producers queue behind the wait)")
 	b.integer(&m.UpgradeChunkRows, contract.FlagUpgradeChunkRows, contract.EnvUpgradeChunkRows, schema.DefaultUpgradeChunk,

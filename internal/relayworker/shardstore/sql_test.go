@@ -1,6 +1,7 @@
 package shardstore
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/outbox-operator/outbox-operator/internal/pgident"
@@ -20,7 +21,7 @@ func TestStatementsMatchGoldenFiles(t *testing.T) {
 		{Name: "least_lo_tick", About: "Tick's trim round, beside the loop: the least lo_tick of any shard", SQL: leastLoTickSQL(tb)},
 		{Name: "tick_trim", About: "Tick's trim round: $1 where the last one stopped, $2 the least lo_tick (asynchronous commit)", SQL: trimTicksSQL(tb)},
 		{Name: "trim_cursors", About: "Tick, after the tick trim: $1 tokens, $2 shards and $3 the newest cursor id the last trim kept; returns each held shard's newest id (asynchronous commit)", SQL: trimCursorsSQL(tb)},
-		{Name: "read", About: "Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard",
+		{Name: "read", About: fmt.Sprintf("Read (prepared on the read connection, %d shards): $1 tokens, $2 batch size, $3 first shard", schema.DefaultShards),
 			SQL: readSQL(tb, schema.DefaultShards)},
 		{Name: "advance", About: "Advance: $1 worker; windows $3-$7, $2 (lo ticks) and $17 (hi ticks' stamps); published $8-$9 and $16 (seqs); hold rows $10-$15", SQL: advanceSQL(tb)},
 		{Name: "due_holds", About: "DueHolds: $1 tokens, $2 how many", SQL: dueHoldsSQL(tb)},

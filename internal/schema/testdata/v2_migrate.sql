@@ -1,4 +1,4 @@
--- V2Statements: public.outbox_event, 256 shards, separated by ;
+-- V2Statements: public.outbox_event, 32 shards, separated by ;
 CREATE SEQUENCE IF NOT EXISTS "public"."outbox_event_seq" AS bigint CACHE 1;
 
 CREATE TABLE IF NOT EXISTS "public"."outbox_event" (
@@ -15,7 +15,7 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event" (
     created_at         timestamptz NOT NULL DEFAULT now(),
     txid               xid8        NOT NULL DEFAULT pg_current_xact_id(),
     seq                bigint      NOT NULL DEFAULT (CASE WHEN pg_current_xact_id() IS NOT NULL THEN nextval('"public"."outbox_event_seq"') END),
-    shard              smallint    NOT NULL GENERATED ALWAYS AS ((hashtextextended(aggregate_type || '/' || aggregate_id, 0) & 255)::smallint) STORED
+    shard              smallint    NOT NULL GENERATED ALWAYS AS ((hashtextextended(aggregate_type || '/' || aggregate_id, 0) & 31)::smallint) STORED
 );
 
 ALTER SEQUENCE "public"."outbox_event_seq" OWNED BY "public"."outbox_event".seq;
@@ -116,7 +116,7 @@ CREATE TABLE IF NOT EXISTS "public"."outbox_event_contract" (
     migrated_at timestamptz NOT NULL DEFAULT now()
 );
 
-INSERT INTO "public"."outbox_event_contract" (version, shards) VALUES (2, 256)
+INSERT INTO "public"."outbox_event_contract" (version, shards) VALUES (2, 32)
 ON CONFLICT (one) DO UPDATE SET migrated_at = now();
 
 INSERT INTO "public"."outbox_event_tick" (tick, snap, snap_xmax, seq_before, seq_after)
@@ -166,14 +166,14 @@ DO $$BEGIN
     END IF;
 END$$;
 
-DELETE FROM "public"."outbox_event_lease" WHERE shard > 255;
+DELETE FROM "public"."outbox_event_lease" WHERE shard > 31;
 
-DELETE FROM "public"."outbox_event_cursor" WHERE shard > 255;
+DELETE FROM "public"."outbox_event_cursor" WHERE shard > 31;
 
-INSERT INTO "public"."outbox_event_lease" (shard) SELECT g FROM generate_series(0, 255) g ON CONFLICT (shard) DO NOTHING;
+INSERT INTO "public"."outbox_event_lease" (shard) SELECT g FROM generate_series(0, 31) g ON CONFLICT (shard) DO NOTHING;
 
 INSERT INTO "public"."outbox_event_cursor" (shard, lo_tick)
-SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 255) g
+SELECT g, (SELECT max(tick) FROM "public"."outbox_event_tick") FROM generate_series(0, 31) g
 WHERE NOT EXISTS (SELECT FROM "public"."outbox_event_cursor" c WHERE c.shard = g);
 
 CREATE OR REPLACE VIEW "public"."outbox_event_shard" AS

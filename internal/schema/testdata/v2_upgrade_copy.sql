@@ -1,4 +1,4 @@
--- copyChunkSQL: $1 how many v1 rows to scan; 256 shards
+-- copyChunkSQL: $1 how many v1 rows to scan; 32 shards
 WITH scan AS (
     SELECT v.* FROM "public"."outbox_event_v1" v WHERE v.event_id > (SELECT last_event_id FROM "public"."outbox_event_upgrade") ORDER BY v.event_id LIMIT $1
 ),
@@ -8,7 +8,7 @@ ins AS (
         state, attempts, next_attempt_at, last_error_code, last_error_message)
     SELECT c.event_id, c.aggregate_type, c.aggregate_id, c.aggregate_version,
            c.event_type, c.event_version, c.destination, c.message_key, c.payload, c.headers, c.created_at,
-           '0'::xid8, 0, (hashtextextended(c.aggregate_type || '/' || c.aggregate_id, 0) & 255)::smallint,
+           '0'::xid8, 0, (hashtextextended(c.aggregate_type || '/' || c.aggregate_id, 0) & 31)::smallint,
            CASE WHEN c.status = 'DEAD' THEN 'DEAD'
                 WHEN EXISTS (SELECT FROM "public"."outbox_event_v1" p
                              WHERE p.aggregate_type = c.aggregate_type AND p.aggregate_id = c.aggregate_id

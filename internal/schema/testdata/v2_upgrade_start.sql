@@ -1,4 +1,4 @@
--- upgradeStartStatements: the v1 table public.outbox_event to 256 shards, with its NOTIFY trigger (v2_migrate.sql's statements in the middle left out), separated by ;
+-- upgradeStartStatements: the v1 table public.outbox_event to 32 shards, with its NOTIFY trigger (v2_migrate.sql's statements in the middle left out), separated by ;
 SET LOCAL lock_timeout = '5000ms';
 
 LOCK TABLE "public"."outbox_event" IN ACCESS EXCLUSIVE MODE;

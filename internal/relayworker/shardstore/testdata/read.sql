@@ -1,4 +1,4 @@
--- Read (prepared on the read connection, 256 shards): $1 tokens, $2 batch size, $3 first shard
+-- Read (prepared on the read connection, 32 shards): $1 tokens, $2 batch size, $3 first shard
 WITH nw AS (SELECT tick, snap, seq_after, at FROM "public"."outbox_event_tick" ORDER BY tick DESC LIMIT 1),
 w AS (
     SELECT l.shard, l.owner, c.pos, c.lo_tick, lo.snap AS lo_snap, lo.seq_before AS lo_seq,
@@ -11,7 +11,7 @@ w AS (
     LEFT JOIN "public"."outbox_event_tick" fx ON fx.tick = c.hi_tick
     CROSS JOIN nw
     WHERE l.owner = ANY ($1::text[])
-    ORDER BY (l.shard - $3::int + 256) % 256
+    ORDER BY (l.shard - $3::int + 32) % 32
 )
 SELECT w.shard, w.owner, w.lo_tick, w.hi_tick, w.hi_stamp, e.seq, e.event_id, e.aggregate_type, e.aggregate_id, e.aggregate_version,
        e.event_type, e.event_version, e.destination, e.message_key, e.payload, e.headers, e.created_at,
