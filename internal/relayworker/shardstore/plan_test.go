@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/lib/pq"
-
 )
 
 // The read and the tick's idle close visit only a window's rows: every scan of the
