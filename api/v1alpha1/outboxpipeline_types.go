@@ -496,6 +496,12 @@ type OutboxPipelineStatus struct {
 	// +optional
 	TableContract string `json:"tableContract,omitempty"`
 
+	// TableShards is a v2 table's shard count as last read (0 for a v1 table, or before
+	// the table was read): what a table made without spec.source.shards got (32 since
+	// 2026-12-06, 256 before), and how many workers can share it.
+	// +optional
+	TableShards int32 `json:"tableShards,omitempty"`
+
 	// Replicas is the desired number of relay workers.
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
@@ -603,6 +609,7 @@ type OutboxPipelineStatus struct {
 // +kubebuilder:printcolumn:name="BrokerDown",type=date,JSONPath=`.status.brokerUnavailableSince`,priority=1,description="How long relay workers have reported no reachable Kafka broker"
 // +kubebuilder:printcolumn:name="Table",type=string,JSONPath=`.spec.source.table`,priority=1
 // +kubebuilder:printcolumn:name="Mode",type=string,JSONPath=`.spec.source.mode`,priority=1
+// +kubebuilder:printcolumn:name="Shards",type=integer,JSONPath=`.status.tableShards`,priority=1,description="The v2 table's shard count: at most this many workers share it"
 // +kubebuilder:printcolumn:name="Slot Lag",type=integer,JSONPath=`.status.replication.lagBytes`,priority=1,description="WAL bytes the replication slot holds back (LogicalReplication)"
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 // +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 50",message="metadata.name must be at most 50 characters (child object names and labels derive from it)"

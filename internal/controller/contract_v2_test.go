@@ -90,6 +90,51 @@ var _ = Describe("table contract v2", func() {
 		Expect(err.Error()).To(ContainSubstring("a v2 table is never turned back into a v1 table"))
 	})
 
+	It("leaves a table made with the old default of 256 shards at 256 when spec.source.shards is unset, and shows the count in status", func() {
+		ns := newNamespace()
+		ctx, cancel := context.WithTimeout(suiteCtx, 20*time.Second)
+		defer cancel()
+		dsn, err := pgSrv.CreateDatabase(ctx, "old256")
+		Expect(err).NotTo(HaveOccurred())
+		t, err := pgident.NewTable("public", "outbox_event")
+		Expect(err).NotTo(HaveOccurred())
+		db := openDB(dsn)
+		Expect(schema.MigrateV2(ctx, db, t, schema.V2Options{Shards: 256})).To(Succeed())
+		_, err = db.ExecContext(ctx, `INSERT INTO `+t.Qualified()+` (event_id, aggregate_type, aggregate_id, aggregate_version, event_type, event_version, destination, message_key, payload)
+			VALUES ('e-1', 'order', 'o-1', 1, 'created', 1, 'orders', 'o-1', '{}')`)
+		Expect(err).NotTo(HaveOccurred())
+		createSecret(ns, "db", map[string]string{"dsn": dsn})
+		Expect(k8sClient.Create(suiteCtx, newPipeline(ns, "old", "db", func(p *outboxv1.OutboxPipeline) {
+			p.Spec.Source.Migrate, p.Spec.Source.Contract = true, outboxv1.ContractV2
+		}))).To(Succeed())
+
+		By("the stored spec has no shard count, and the init container names none")
+		Expect(getPipeline(ns, "old")().Spec.Source.Shards).To(BeZero())
+		var d appsv1.Deployment
+		Eventually(func() []string {
+			if err := k8sClient.Get(suiteCtx, client.ObjectKey{Namespace: ns, Name: "old-relay"}, &d); err != nil || len(d.Spec.Template.Spec.InitContainers) != 1 {
+				return nil
+			}
+			return d.Spec.Template.Spec.InitContainers[0].Args
+		}).Should(Equal([]string{"migrate", "--contract=v2"}))
+
+		By("the rendered init container, run by the worker's own CLI, keeps the table's 256 shards")
+		ic := d.Spec.Template.Spec.InitContainers[0]
+		env := podEnv(ic)
+		getenv := func(k string) (string, bool) {
+			if k == contract.EnvDSN {
+				return dsn, true
+			}
+			return env(k)
+		}
+		Expect(cli.Run(suiteCtx, ic.Args, getenv, io.Discard, io.Discard)).To(Succeed())
+		c, err := schema.DetectContract(ctx, db, t)
+		Expect(err).NotTo(HaveOccurred())
+		Expect(c.Shards).To(Equal(256))
+		Eventually(getPipeline(ns, "old"), 20*time.Second).Should(And(
+			HaveField("Status.TableContract", "v2"), HaveField("Status.TableShards", int32(256))))
+	})
+
 	It("refuses to turn a pipeline of a v2 table back to v1, and one whose table was never read", func() {
 		ns := newNamespace()
 		ctx, cancel := context.WithTimeout(suiteCtx, 20*time.Second)

@@ -141,6 +141,7 @@ func (r *OutboxPipelineReconciler) reconcile(ctx context.Context, p *outboxv1.Ou
 	}
 	if view.stats.Contract.Version != schema.ContractNone {
 		st.TableContract = fmt.Sprintf("v%d", view.stats.Contract.Version) // what lets a spec go back from v2 (CEL)
+		st.TableShards = int32(view.stats.Contract.Shards)                 // 0 for v1
 	}
 	if view.problem == nil {
 		recordStats(st, view.stats, now)
