@@ -8,6 +8,7 @@ import (
 	. "github.com/onsi/ginkgo/v2"
 	. "github.com/onsi/gomega"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	outboxv1 "github.com/outbox-operator/outbox-operator/api/v1alpha1"
@@ -25,6 +26,18 @@ func setContract(ns, name string, c outboxv1.TableContract) error {
 	base := p.DeepCopy()
 	p.Spec.Source.Contract = c
 	return k8sClient.Patch(suiteCtx, p, client.MergeFrom(base))
+}
+
+// runInitContainer runs a rendered init container's command with the worker's own CLI,
+// its environment as rendered and the DSN its secretKeyRef would resolve to.
+func runInitContainer(ic corev1.Container, dsn string) error {
+	env := podEnv(ic)
+	return cli.Run(suiteCtx, ic.Args, func(k string) (string, bool) {
+		if k == contract.EnvDSN {
+			return dsn, true
+		}
+		return env(k)
+	}, io.Discard, io.Discard)
 }
 
 var _ = Describe("table contract v2", func() {
@@ -70,15 +83,7 @@ var _ = Describe("table contract v2", func() {
 			}
 			return d.Spec.Template.Spec.InitContainers[0].Args
 		}).Should(Equal([]string{"migrate", "--contract=v2", "--shards=64"}))
-		ic := d.Spec.Template.Spec.InitContainers[0]
-		env := podEnv(ic)
-		getenv := func(k string) (string, bool) {
-			if k == contract.EnvDSN {
-				return dsn, true // the secretKeyRef the kubelet would resolve
-			}
-			return env(k)
-		}
-		Expect(cli.Run(suiteCtx, ic.Args, getenv, io.Discard, io.Discard)).To(Succeed())
+		Expect(runInitContainer(d.Spec.Template.Spec.InitContainers[0], dsn)).To(Succeed())
 
 		By("the table is v2 now: no mismatch, and the spec can no longer go back")
 		Eventually(getPipeline(ns, "up"), 20*time.Second).Should(And(
@@ -119,15 +124,7 @@ var _ = Describe("table contract v2", func() {
 		}).Should(Equal([]string{"migrate", "--contract=v2"}))
 
 		By("the rendered init container, run by the worker's own CLI, keeps the table's 256 shards")
-		ic := d.Spec.Template.Spec.InitContainers[0]
-		env := podEnv(ic)
-		getenv := func(k string) (string, bool) {
-			if k == contract.EnvDSN {
-				return dsn, true
-			}
-			return env(k)
-		}
-		Expect(cli.Run(suiteCtx, ic.Args, getenv, io.Discard, io.Discard)).To(Succeed())
+		Expect(runInitContainer(d.Spec.Template.Spec.InitContainers[0], dsn)).To(Succeed())
 		c, err := schema.DetectContract(ctx, db, t)
 		Expect(err).NotTo(HaveOccurred())
 		Expect(c.Shards).To(Equal(256))
