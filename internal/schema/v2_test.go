@@ -221,20 +221,28 @@ func TestMigrateV2ChangesShardsOnlyWhileEmpty(t *testing.T) {
 	if err := db.QueryRow(`SELECT count(*) FROM ob_shard`).Scan(&rows); err != nil || rows != 64 {
 		t.Fatalf("%d shard rows (%v), want 64", rows, err)
 	}
+	// Fewer shards too (the default's 32 to 16, as 256 to 32 would): the rows of the
+	// shards beyond the count go.
+	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 16}); err != nil {
+		t.Fatal(err)
+	}
+	if err := db.QueryRow(`SELECT count(*) FROM ob_shard`).Scan(&rows); err != nil || rows != 16 {
+		t.Fatalf("%d shard rows (%v) after resharding to 16, want 16", rows, err)
+	}
 	if _, err := db.Exec(strings.Replace(insertV2, "%s", "ob", 1), "e1", "o-1", 1); err != nil {
 		t.Fatal(err)
 	}
 	err := MigrateV2(ctx, db, tb, V2Options{Shards: 256})
-	if err == nil || !strings.Contains(err.Error(), "has 64 shards and holds events") {
+	if err == nil || !strings.Contains(err.Error(), "has 16 shards and holds events") {
 		t.Fatalf("resharding a table with rows = %v, want a refusal", err)
 	}
 	// No count given (a pipeline without spec.source.shards): the table keeps its own,
 	// whatever today's default is.
 	if err := MigrateV2(ctx, db, tb, V2Options{}); err != nil {
-		t.Fatalf("migrate without a shard count on a 64-shard table with rows: %v", err)
+		t.Fatalf("migrate without a shard count on a 16-shard table with rows: %v", err)
 	}
-	if c, err := VerifyV2(ctx, db, tb, 0); err != nil || c.Shards != 64 {
-		t.Fatalf("after a migrate without a shard count: %+v, %v; want 64 shards kept", c, err)
+	if c, err := VerifyV2(ctx, db, tb, 0); err != nil || c.Shards != 16 {
+		t.Fatalf("after a migrate without a shard count: %+v, %v; want 16 shards kept", c, err)
 	}
 	if err := MigrateV2(ctx, db, tb, V2Options{Shards: 100}); err == nil || !strings.Contains(err.Error(), "not a power of two") {
 		t.Fatalf("100 shards = %v", err)
