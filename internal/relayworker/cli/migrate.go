@@ -68,10 +68,10 @@ func migrate(ctx context.Context, cfg *config.Migrate, log logr.Logger) error {
 	return nil
 }
 
-// migrateContract says which migrate to run: the v2 one with a shard count (0: an
-// existing v2 table's own, schema.DefaultShards for a new one), or the v1 one (-1). Without --contract a new table is created as v2
-// and an existing table keeps the contract it follows (a v1 table is told how to
-// upgrade, a v2 table keeps its shard count unless --shards changes it); an upgrade
+// migrateContract says which migrate to run: the v2 one with --shards (0: MigrateV2
+// keeps an existing v2 table's count and gives a new one schema.DefaultShards), or
+// the v1 one (-1). Without --contract a new table is created as v2 and an existing
+// table keeps the contract it follows (a v1 table is told how to upgrade); an upgrade
 // that was interrupted is resumed by the next migrate that runs v2's. --contract v2
 // creates or upgrades. --contract v1 (the init container of a v1 pipeline) creates
 // or keeps a v1 table and refuses a v2 one: a v2 table is never turned back into v1,
@@ -89,15 +89,11 @@ func migrateContract(ctx context.Context, db *sql.DB, cfg *config.Migrate, log l
 		return 0, fmt.Errorf("outbox table %s follows contract v2 and --contract v1 would turn it back into v1 (refused: run migrate with --contract v2 or without --contract, and set spec.source.contract: v2 on its pipeline)", cfg.T)
 	case cfg.Contract == config.ContractV1:
 		return -1, nil
-	case c.Version == schema.ContractNone:
-		return cfg.Shards, nil
 	case c.Version == schema.ContractV1 && cfg.Shards != 0:
 		return 0, fmt.Errorf("outbox table %s follows contract v1, which has no shards: add --contract v2 to upgrade it to v2 with --shards %d", cfg.T, cfg.Shards)
 	case c.Version == schema.ContractV1:
 		log.Info("outbox table follows contract v1: migrating it as v1 (upgrade it to contract v2 with `relayworker migrate --contract v2`, docs/operations.md)", "table", cfg.T.String())
 		return -1, nil
-	case cfg.Shards != 0:
-		return cfg.Shards, nil
 	}
-	return c.Shards, nil
+	return cfg.Shards, nil // no table, or a v2 one
 }
